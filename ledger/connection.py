@@ -1,0 +1,66 @@
+"""Read-only connection to a live ledger.
+
+``file:<path>?mode=ro`` (never ``immutable=1``: the file changes under us),
+a busy timeout for the moments the writer checkpoints, ``query_only`` as a
+second guard, and text decoded leniently so one row of invalid UTF-8 cannot
+stop a sync.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import urllib.parse
+from pathlib import Path
+
+from peewee import SqliteDatabase
+
+BUSY_TIMEOUT_MS = 5000
+
+
+class LedgerUnavailable(RuntimeError):
+    """The ledger file is missing, unreadable or not a ledger."""
+
+
+def _lenient_text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+class _ReadOnlySqlite(SqliteDatabase):
+    def _add_conn_hooks(self, conn: sqlite3.Connection) -> None:
+        conn.text_factory = _lenient_text
+        super()._add_conn_hooks(conn)
+
+
+def ro_uri(path: Path) -> str:
+    return "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
+
+
+def open_ledger(path: str | Path) -> SqliteDatabase:
+    """Open ``path`` read-only. Raises :class:`LedgerUnavailable` with what to do."""
+    path = Path(path)
+    if not path.is_file():
+        raise LedgerUnavailable(
+            f"ledger not found at {path}: set [ledger] path (or LEDGER_INDEXER_LEDGER_PATH) "
+            "to the agents.db of the agent runtime"
+        )
+    db = _ReadOnlySqlite(
+        ro_uri(path),
+        uri=True,
+        timeout=BUSY_TIMEOUT_MS / 1000,
+        pragmas={"query_only": 1, "busy_timeout": BUSY_TIMEOUT_MS},
+        autoconnect=True,
+        check_same_thread=False,
+    )
+    try:
+        db.connect()
+        tables = {r[0] for r in db.execute_sql("SELECT name FROM sqlite_master WHERE type='table'")}
+    except Exception as exc:  # sqlite3 errors arrive wrapped by peewee
+        db.close()
+        raise LedgerUnavailable(f"cannot open ledger {path} read-only: {exc}") from exc
+    missing = {"sessions", "threads", "turns", "messages", "session_history"} - tables
+    if missing:
+        db.close()
+        raise LedgerUnavailable(
+            f"{path} is not an Agents Ledger: missing tables {sorted(missing)}"
+        )
+    return db

@@ -1,0 +1,182 @@
+"""Batched, read-only queries over the ledger, returning typed rows.
+
+Every method takes a list of ids and issues a fixed number of queries for it
+(``IN`` lists of at most :data:`IN_LIMIT`), never one per turn. Call the
+methods inside :meth:`LedgerReader.snapshot` so that one batch reads one
+consistent state and the read transaction stays short.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+from peewee import SQL, Case, SqliteDatabase, fn
+
+from ledger.models import BoundModels
+from ledger.connection import open_ledger
+from ledger.rows import (
+    CompactionRow,
+    HistoryRow,
+    MessageRow,
+    SessionRow,
+    ThreadRow,
+    TurnRow,
+)
+
+IN_LIMIT = 500
+# Messages above this size are not loaded; the sync skips their document.
+DEFAULT_MAX_MESSAGE_BYTES = 1_000_000
+
+
+def _chunks(ids: Sequence[str], size: int = IN_LIMIT) -> Iterator[list[str]]:
+    for start in range(0, len(ids), size):
+        yield list(ids[start : start + size])
+
+
+class LedgerReader:
+    def __init__(self, db: SqliteDatabase, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES):
+        self.db = db
+        self.m = BoundModels(db)
+        self.max_message_bytes = max_message_bytes
+        tables = {r[0] for r in db.execute_sql("SELECT name FROM sqlite_master WHERE type='table'")}
+        self.has_compactions = "compactions" in tables
+
+    @classmethod
+    def open(cls, path: str | Path, **kwargs) -> "LedgerReader":
+        return cls(open_ledger(path), **kwargs)
+
+    def close(self) -> None:
+        self.db.close()
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator["LedgerReader"]:
+        """One short read transaction: every query inside sees the same state."""
+        with self.db.atomic():
+            yield self
+
+    # -- session_history --------------------------------------------------
+
+    def head_id(self) -> int:
+        value = self.m.SessionHistory.select(fn.MAX(self.m.SessionHistory.id)).scalar()
+        return int(value or 0)
+
+    def history_after(
+        self, cursor: int, *, upto: int, persona: str | None = None, limit: int = 2000
+    ) -> list[HistoryRow]:
+        """Rows with ``cursor < id <= upto`` in id order (of ``persona``'s sessions)."""
+        h = self.m.SessionHistory
+        query = h.select(h.id, h.session_label, h.thread_id, h.changed_at)
+        if persona is not None:
+            query = query.join(self.m.Session, on=(self.m.Session.label == h.session_label)).where(
+                self.m.Session.persona_id == persona
+            )
+        query = query.where((h.id > cursor) & (h.id <= upto)).order_by(h.id).limit(limit)
+        return [HistoryRow(int(i), lbl, tid, int(ts or 0)) for i, lbl, tid, ts in query.tuples()]
+
+    # -- sessions, threads, turns -------------------------------------------
+
+    def personas(self) -> list[str]:
+        q = self.m.Session.select(self.m.Session.persona_id).distinct().order_by(self.m.Session.persona_id)
+        return [p for (p,) in q.tuples() if p is not None]
+
+    def sessions(
+        self, *, persona: str | None = None, labels: Iterable[str] | None = None
+    ) -> list[SessionRow]:
+        s = self.m.Session
+        fields = (s.label, s.thread_id, s.persona_id, s.status, s.created_at, s.updated_at)
+        out: list[SessionRow] = []
+        if labels is None:
+            q = s.select(*fields)
+            if persona is not None:
+                q = q.where(s.persona_id == persona)
+            batches = [q.order_by(s.label)]
+        else:
+            batches = []
+            for part in _chunks(sorted(set(labels))):
+                q = s.select(*fields).where(s.label.in_(part))
+                if persona is not None:
+                    q = q.where(s.persona_id == persona)
+                batches.append(q)
+        for q in batches:
+            for label, thread_id, persona_id, status, created, updated in q.tuples():
+                out.append(
+                    SessionRow(
+                        label=label,
+                        thread_id=thread_id,
+                        persona=persona_id,
+                        status=status or "active",
+                        created_at=int(created or 0),
+                        updated_at=int(updated or 0),
+                    )
+                )
+        return out
+
+    def threads(self, turn_ids: Iterable[str]) -> dict[str, ThreadRow]:
+        out: dict[str, ThreadRow] = {}
+        t = self.m.Thread
+        for part in _chunks(sorted(set(turn_ids))):
+            q = t.select(t.turn_id, t.ancestry, t.persona_id).where(t.turn_id.in_(part))
+            for turn_id, ancestry, persona in q.tuples():
+                out[turn_id] = ThreadRow(turn_id, ancestry, persona)
+        return out
+
+    def turns(self, turn_ids: Iterable[str]) -> dict[str, TurnRow]:
+        out: dict[str, TurnRow] = {}
+        t = self.m.Turn
+        for part in _chunks(sorted(set(turn_ids))):
+            q = t.select(
+                t.id, t.parent_turn_id, t.turn_type, t.status, t.started_at,
+                t.completed_at, t.model, t.provider,
+            ).where(t.id.in_(part))
+            for row in q.tuples():
+                tid, parent, ttype, status, started, completed, model, provider = row
+                out[tid] = TurnRow(
+                    id=tid,
+                    parent_turn_id=parent,
+                    turn_type=ttype or "normal",
+                    status=status or "pending",
+                    started_at=int(started or 0),
+                    completed_at=int(completed) if completed is not None else None,
+                    model=model,
+                    provider=provider,
+                )
+        return out
+
+    def messages(self, turn_ids: Iterable[str]) -> dict[str, list[MessageRow]]:
+        """User and assistant messages per turn, in ``sequence`` order.
+
+        System and tool messages are filtered in SQL: they never leave the
+        ledger. Oversized content is not transferred (``content`` None,
+        ``length`` set) so one 5 MB paste cannot bloat a batch.
+        """
+        out: dict[str, list[MessageRow]] = defaultdict(list)
+        msg = self.m.Message
+        length = fn.length(msg.content)
+        capped = Case(None, [(length > self.max_message_bytes, SQL("NULL"))], msg.content)
+        for part in _chunks(sorted(set(turn_ids))):
+            q = (
+                msg.select(msg.id, msg.turn_id, msg.role, capped, length, msg.sequence)
+                .where(msg.turn_id.in_(part) & msg.role.in_(("user", "assistant")))
+                .order_by(msg.turn_id, msg.sequence, msg.id)
+            )
+            for mid, tid, role, content, size, seq in q.tuples():
+                out[tid].append(
+                    MessageRow(mid, tid, role, content, int(size) if size is not None else None, int(seq or 0))
+                )
+        return dict(out)
+
+    def compactions(self, turn_ids: Iterable[str]) -> dict[str, CompactionRow]:
+        if not self.has_compactions:
+            return {}
+        out: dict[str, CompactionRow] = {}
+        c = self.m.Compaction
+        length = fn.length(c.summary)
+        capped = Case(None, [(length > self.max_message_bytes, SQL("NULL"))], c.summary)
+        for part in _chunks(sorted(set(turn_ids))):
+            q = c.select(c.turn_id, capped, length, c.model, c.provider).where(c.turn_id.in_(part))
+            for tid, summary, size, model, provider in q.tuples():
+                out[tid] = CompactionRow(tid, summary, int(size) if size is not None else None, model, provider)
+        return out

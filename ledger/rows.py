@@ -1,0 +1,64 @@
+"""Plain typed values returned by ledger queries (no ORM objects escape)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryRow:
+    id: int
+    session_label: str
+    thread_id: str
+    changed_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    label: str
+    thread_id: str
+    persona: str
+    status: str
+    created_at: int
+    updated_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadRow:
+    turn_id: str
+    ancestry_json: str | None
+    persona: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRow:
+    id: str
+    parent_turn_id: str | None
+    turn_type: str
+    status: str
+    started_at: int
+    completed_at: int | None
+    model: str | None
+    provider: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRow:
+    """A user or assistant message. ``content`` is None when it was NULL or when
+    it exceeded the reader's size limit (``length`` then tells which)."""
+
+    id: str
+    turn_id: str
+    role: str
+    content: str | None
+    length: int | None
+    sequence: int
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionRow:
+    turn_id: str
+    summary: str | None
+    length: int | None
+    model: str | None
+    provider: str | None
