@@ -79,6 +79,7 @@ Readers in other processes use :func:`open_reader` (``read_consistency_interval=
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -510,11 +511,14 @@ class LanceSink:
         """The pointer file's content; re-read only when another process replaced it."""
         return self._pointer.get()
 
-    def _save_active(self) -> None:
-        data = self._active
+    def _save_active(self, data: dict[str, Any]) -> None:
+        """Write a new pointer file (a modified deep copy of :attr:`_active`)."""
         with _errors("writing the table pointer", hint=f"check that {self.db_dir} is writable; the old pointer is intact"):
             _write_active(self._active_path, data)
         self._pointer.written(data)
+
+    def _edit_active(self) -> dict[str, Any]:
+        return copy.deepcopy(self._active)
 
     def _check_meta(self, persona: str, entry: dict[str, Any]) -> None:
         want = self._meta()
@@ -534,8 +538,9 @@ class LanceSink:
             name = table_name(persona, self._next_generation(persona))
             with _errors("creating the table", persona):
                 tbl = self._create(name)
-            self._active["personas"][persona] = {**self._meta(), "table": name, "generation": _generation_of(name, persona), "updated_ms": _now_ms()}
-            self._save_active()
+            data = self._edit_active()
+            data["personas"][persona] = {**self._meta(), "table": name, "generation": _generation_of(name, persona), "updated_ms": _now_ms()}
+            self._save_active(data)
             return tbl
         with _errors(f"opening table {entry['table']}", persona, f"run `ledger-indexer reindex --persona {persona}`"):
             return self._open(entry["table"])
@@ -780,8 +785,9 @@ class LanceSink:
                     continue
             keep_retired.append(r)
         if len(keep_retired) != len(self._active["retired"]):
-            self._active["retired"] = keep_retired
-            self._save_active()
+            data = self._edit_active()
+            data["retired"] = keep_retired
+            self._save_active(data)
         known = {e["table"] for e in self._active["personas"].values()} | {r["table"] for r in keep_retired} | self._building
         try:
             names = self._table_names()
@@ -840,11 +846,12 @@ class LanceSink:
     # ------------------------------------------------------------------ rebuild support
 
     def _swap(self, persona: str, name: str) -> None:
-        old = self._active["personas"].get(persona)
-        self._active["personas"][persona] = {**self._meta(), "table": name, "generation": _generation_of(name, persona), "updated_ms": _now_ms()}
+        data = self._edit_active()
+        old = data["personas"].get(persona)
+        data["personas"][persona] = {**self._meta(), "table": name, "generation": _generation_of(name, persona), "updated_ms": _now_ms()}
         if old and old["table"] != name:
-            self._active["retired"].append({"table": old["table"], "persona": persona, "retired_ms": _now_ms()})
-        self._save_active()
+            data["retired"].append({"table": old["table"], "persona": persona, "retired_ms": _now_ms()})
+        self._save_active(data)
 
 
 class LanceRebuild:

@@ -14,6 +14,9 @@ uvicorn does not install handlers of its own.
 
 JSON line keys: ``timestamp`` (ISO 8601, UTC), ``level``, ``logger``,
 ``event``, then the bound fields; ``exception`` holds a formatted traceback.
+When the stream is journald's (``$JOURNAL_STREAM``), each line also carries a
+``<N>`` syslog-priority prefix, which journald strips and uses as the entry's
+priority, so ``journalctl -u ledger-indexer -p warning`` works.
 
 :class:`RateLimitedLogger` is the helper for repeated errors: the first
 failure is logged, then at most one line per interval with the consecutive
@@ -98,15 +101,11 @@ def use_json(stream: TextIO, json: bool | None = None) -> bool:
     """The renderer choice: explicit ``json`` wins; otherwise JSON unless a TTY.
 
     The journal (``$JOURNAL_STREAM`` matching the stream) always gets JSON.
-    ``LEDGER_INDEXER_LOG_FORMAT=json|console`` overrides the guess.
+    (No ``LEDGER_INDEXER_*`` variable here: the config loader rejects
+    unknown ones.)
     """
     if json is not None:
         return json
-    forced = os.environ.get("LEDGER_INDEXER_LOG_FORMAT", "").strip().lower()
-    if forced == "json":
-        return True
-    if forced == "console":
-        return False
     if _is_journal(stream):
         return True
     return not _isatty(stream)
@@ -145,6 +144,8 @@ def configure_logging(
     ]
     if as_json:
         renderer: Any = structlog.processors.JSONRenderer(ensure_ascii=False)
+        if _is_journal(out):
+            renderer = _JournalPriority(renderer)
         final: list[Any] = [
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
             structlog.processors.format_exc_info,
@@ -203,6 +204,26 @@ def configure_logging(
         logging.getLogger(name).setLevel(logging.DEBUG if lvl <= logging.DEBUG else max(lvl, logging.WARNING))
     # uvicorn's loggers propagate to the root once it is run with log_config=None.
     logging.captureWarnings(True)
+
+
+# syslog priorities for journald's "<N>" line prefix (sd-daemon(3)).
+_PRIORITY = {"debug": 7, "info": 6, "warning": 4, "warn": 4, "error": 3, "exception": 3, "critical": 2}
+
+
+class _JournalPriority:
+    """Prefix each line with ``<N>`` so journald files it at the right priority.
+
+    journald strips the prefix (``SyslogLevelPrefix=yes``, the default), so the
+    journal still holds the bare JSON line and ``journalctl -p warning`` works.
+    Only used when the stream *is* the journal (``$JOURNAL_STREAM``).
+    """
+
+    def __init__(self, renderer: Any) -> None:
+        self._renderer = renderer
+
+    def __call__(self, logger: Any, name: str, event_dict: dict[str, Any]) -> str:
+        prio = _PRIORITY.get(str(event_dict.get("level", "info")).lower(), 6)
+        return f"<{prio}>{self._renderer(logger, name, event_dict)}"
 
 
 def _drop_color_message(_logger: Any, _name: str, event_dict: dict[str, Any]) -> dict[str, Any]:

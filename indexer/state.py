@@ -330,6 +330,22 @@ class StateDB:
         )
         return {lbl for (lbl,) in q.tuples()}
 
+    def private_sessions(self, persona: str) -> set[str]:
+        S = self.SessionReg
+        q = S.select(S.label).where((S.persona == persona) & (S.visibility == Visibility.PRIVATE))
+        return {lbl for (lbl,) in q.tuples()}
+
+    def scope_facts(self, persona: str, session: str | None):
+        """Everything scope resolution needs, read in one short transaction."""
+        from indexer.scopes import ScopeFacts
+
+        with self.db.atomic():
+            return ScopeFacts(
+                private=frozenset(self.private_sessions(persona)),
+                deleted=frozenset(self.deleted_sessions(persona)),
+                project_peers=frozenset(self.project_peers(session)) if session else frozenset(),
+            )
+
     def deleted_sessions(self, persona: str) -> set[str]:
         S = self.SessionReg
         q = S.select(S.label).where((S.persona == persona) & (S.ledger_status == "deleted"))

@@ -278,11 +278,17 @@ def test_documents_of_another_persona_are_refused(tmp_path):
     assert all_files(tmp_path) == []
 
 
+def test_safe_labels_never_land_in_folders_qmd_ignores(tmp_path):
+    assert safe_segment("build") != "build" and safe_segment("node_modules") != "node_modules"
+
+
 def test_folders_qmd_never_indexes_are_logged(tmp_path):
+    # safe_segment() never yields such a folder; this guards paths built any other way.
     log = RecordingLogger()
     exp = QmdExporter(tmp_path / "qmd", logger=log)
-    exp.upsert(PERSONA, [make_doc("build", "t1", "x"), make_doc("ok", "t1", "y")])
-    exp.upsert(PERSONA, [make_doc("build", "t1", "x2")])
+    raw = "sessions/build/turns/t1.md"
+    exp.upsert(PERSONA, [make_doc("build", "t1", "x", path=raw), make_doc("ok", "t1", "y")])
+    exp.upsert(PERSONA, [make_doc("build", "t1", "x2", path=raw)])
     (warn,) = log.named("qmd.path_hidden_from_qmd")
     assert warn["path"] == f"{PERSONA}/sessions/build/turns/t1.md"
 

@@ -1,0 +1,72 @@
+"""The CLI end to end: demo ledger, sync --json, exit codes, QMD search of the export."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.qmd_tool import QmdCli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args, env=None, stdin=None, check=False):
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_INDEXER_")}
+    full_env.update(env or {})
+    proc = subprocess.run([sys.executable, "-m", "indexer.cli", *args], cwd=ROOT, env=full_env, input=stdin,
+                          capture_output=True, text=True, timeout=300)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_demo_then_sync_json_then_qmd_finds_the_turn(tmp_path):
+    demo = tmp_path / "demo"
+    assert cli("demo", "--dir", str(demo)).returncode == 0
+    config = str(demo / "ledger-indexer.toml")
+    env = {"LEDGER_INDEXER_INDEX_SINKS": "qmd"}
+    first = cli("--config", config, "sync", "--json", env=env, check=True)
+    summary = json.loads(first.stdout)
+    for key in ("documents_written", "documents_unchanged", "documents_skipped_bad", "cursor", "seconds"):
+        assert key in summary
+    assert summary["documents_written"] > 15 and set(summary["cursor"]) == {"atlas", "nova", "sage"}
+    second = json.loads(cli("--config", config, "sync", "--json", env=env, check=True).stdout)
+    assert second["documents_written"] == 0
+    assert second["cursor"] == summary["cursor"]
+    export = demo / "index" / "qmd"
+    blob = b"".join(p.read_bytes() for p in export.rglob("*.md"))
+    assert b"private reasoning" not in blob and b"You are a helpful" not in blob
+    qmd = QmdCli(tmp_path / "qmd-home")
+    qmd.collection_add(export, "mem")
+    hits = qmd.search_json("PgBouncer", n=5)
+    assert hits and any("/atlas/sessions/main/turns/" in h["file"] for h in hits)
+
+
+def test_config_errors_exit_2_with_the_key(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[api]\nport = 'x'\n")
+    proc = cli("--config", str(bad), "sync")
+    assert proc.returncode == 2 and "api.port" in proc.stderr
+    proc = cli("--config", str(tmp_path / "missing.toml"), "sync")
+    assert proc.returncode == 2 and "not found" in proc.stderr
+
+
+def test_missing_ledger_exits_1_with_what_to_do(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[ledger]\npath = "{tmp_path}/nope.db"\n[index]\ndir = "{tmp_path}/idx"\nsinks = ["qmd"]\n')
+    proc = cli("--config", str(cfg), "sync")
+    assert proc.returncode == 1 and "ledger not found" in proc.stderr and "LEDGER_INDEXER_LEDGER_PATH" in proc.stderr
+
+
+def test_second_writer_is_refused(tmp_path):
+    from indexer.lock import acquire
+
+    demo = tmp_path / "demo"
+    cli("demo", "--dir", str(demo), check=True)
+    (demo / "index").mkdir()
+    with acquire(demo / "index", "run"):
+        proc = cli("--config", str(demo / "ledger-indexer.toml"), "sync", env={"LEDGER_INDEXER_INDEX_SINKS": "qmd"})
+    assert proc.returncode == 1 and str(os.getpid()) in proc.stderr

@@ -1,0 +1,154 @@
+"""Embeddings: the real packaged model offline, and the SQLite cache."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fake_embedder import FakeEmbedder
+
+from indexer import model_files
+from indexer.embeddings import CachedEmbedder, Embedder, FastEmbedder
+
+
+@pytest.fixture(scope="module")
+def real() -> FastEmbedder:
+    return FastEmbedder()
+
+
+def cos(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.dot(a, b))
+
+
+def test_real_model_loads_offline(real: FastEmbedder) -> None:
+    assert os.environ.get("HF_HUB_OFFLINE") == "1"
+    assert isinstance(real, Embedder)
+    assert real.dim == 384
+    assert real.max_tokens == 256
+    assert real.fingerprint == model_files.FINGERPRINT
+    assert real.model_dir.name == model_files.FOLDER_NAME
+    assert real.count_tokens("hello world") == 2
+
+
+def test_real_vectors_are_normalised_and_meaningful(real: FastEmbedder) -> None:
+    texts = [
+        "The cat sat on the mat.",
+        "A kitten is sitting on a rug.",
+        "The quarterly tax filing deadline is in April.",
+        "We decided to use PostgreSQL for the billing service database.",
+    ]
+    v = real.embed(texts)
+    assert v.shape == (4, 384) and v.dtype == np.float32
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    assert cos(v[0], v[1]) > cos(v[0], v[2]) + 0.3
+    q = real.embed_query("which database did we pick for billing?")
+    assert q.shape == (384,) and abs(np.linalg.norm(q) - 1) < 1e-5
+    assert int(np.argmax(v @ q)) == 3
+
+
+def test_order_is_kept_and_batches_are_counted(real: FastEmbedder) -> None:
+    texts = [("word " * (i % 37 + 1)).strip() + f" {i}" for i in range(70)]
+    real.calls = real.texts_embedded = 0
+    v = real.embed(texts)
+    assert real.calls == 3 and real.texts_embedded == 70  # batches of 32, sorted by length
+    for i in (0, 17, 69):
+        single = real.embed([texts[i]])[0]
+        assert cos(v[i], single) > 0.999
+    assert real.embed([]).shape == (0, 384)
+
+
+def test_truncates_at_the_trained_window(real: FastEmbedder) -> None:
+    base = " ".join(f"topic{i % 50} alpha beta" for i in range(150))  # well over 256 tokens
+    assert real.count_tokens(base) > 300
+    a, b = real.embed([base, base + " completely different tail about volcanoes"])
+    assert cos(a, b) > 0.9999  # the tail is past token 256: cut
+
+
+def test_cache_hits_make_no_model_calls(tmp_path: Path, real: FastEmbedder) -> None:
+    cache = CachedEmbedder(real, tmp_path / "embed-cache.sqlite")
+    texts = ["first body about deployments", "second body about invoices", "first body about deployments"]
+    real.calls = 0
+    v1 = cache.embed(texts)
+    assert real.calls == 1 and cache.misses == 2 and cache.hits == 1
+    v2 = cache.embed(list(reversed(texts)))
+    assert real.calls == 1, "re-embedding cached texts must not call the model"
+    assert np.array_equal(v2, v1[::-1])
+    assert cache.fingerprint == real.fingerprint and cache.dim == 384
+    cache.close()
+
+
+def test_cache_persists_and_is_keyed_by_fingerprint(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    inner = FakeEmbedder()
+    c1 = CachedEmbedder(inner, path)
+    texts = [f"text number {i}" for i in range(1200)]  # > 2 IN-list chunks of 500
+    v = c1.embed(texts)
+    assert inner.calls == 1 and inner.texts_embedded == 1200
+    c1.close()
+
+    inner2 = FakeEmbedder()
+    c2 = CachedEmbedder(inner2, path)
+    assert np.array_equal(c2.embed(texts), v)
+    assert inner2.calls == 0 and c2.hits == 1200 and c2.misses == 0
+
+    other = FakeEmbedder(version="2")  # same dim, different model fingerprint
+    c3 = CachedEmbedder(other, path)
+    c3.embed(texts[:10])
+    assert other.texts_embedded == 10 and c3.misses == 10
+    assert c3.entries() == 1210
+    assert c3.prune_other_models() == 1200
+    assert c3.entries() == 10
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_cache_handles_odd_texts(tmp_path: Path) -> None:
+    inner = FakeEmbedder()
+    c = CachedEmbedder(inner, tmp_path / "c.sqlite")
+    texts = ["", "it's \"quoted\"", "nul\x00byte", "lone \ud800 surrogate", "ünï 🙂"]
+    v = c.embed(texts)
+    assert v.shape == (5, inner.dim)
+    assert np.array_equal(c.embed(texts), v) and inner.calls == 1
+    assert c.embed([]).shape == (0, inner.dim)
+
+
+def test_corrupt_cache_file_is_replaced(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    path.write_bytes(b"this is not a sqlite database" * 100)
+    c = CachedEmbedder(FakeEmbedder(), path)
+    c.embed(["x"])
+    assert c.entries() == 1
+    assert any(p.name.startswith("c.sqlite.corrupt-") for p in tmp_path.iterdir())
+
+
+def test_cache_writer_and_query_threads(tmp_path: Path) -> None:
+    inner = FakeEmbedder()
+    c = CachedEmbedder(inner, tmp_path / "c.sqlite")
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            for i in range(40):
+                c.embed([f"doc {i} {j}" for j in range(20)])
+        except BaseException as e:  # pragma: no cover
+            errors.append(e)
+
+    def reader() -> None:
+        try:
+            for i in range(200):
+                assert c.embed_query(f"query {i}").shape == (inner.dim,)
+                c.embed([f"doc {i % 40} 0"])
+        except BaseException as e:  # pragma: no cover
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer)] + [threading.Thread(target=reader) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert c.entries() == 800

@@ -1,0 +1,81 @@
+"""The ledger connection is read-only and queries are batched."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from ledger import LedgerReader, LedgerUnavailable
+from ledger.writer import ToolUse
+
+
+def test_writes_through_the_reader_fail(writer, ledger_path):
+    writer.turn("main", user="hi", assistant="hello")
+    reader = LedgerReader.open(ledger_path)
+    try:
+        with pytest.raises(Exception, match="readonly|read-only|query_only|attempt to write"):
+            reader.db.execute_sql("INSERT INTO session_history(session_label, thread_id, changed_at) VALUES('x','y',1)")
+        with pytest.raises(Exception):
+            reader.db.execute_sql("CREATE TABLE sneaky(x)")
+    finally:
+        reader.close()
+    con = sqlite3.connect(ledger_path)
+    assert con.execute("SELECT count(*) FROM session_history").fetchone()[0] == 1
+
+
+def test_reader_creates_no_files_beside_the_ledger_but_wal_files(writer, ledger_path):
+    writer.turn("main", user="hi", assistant="hello")
+    before = {p.name for p in ledger_path.parent.iterdir()}
+    reader = LedgerReader.open(ledger_path)
+    with reader.snapshot():
+        reader.sessions()
+    reader.close()
+    after = {p.name for p in ledger_path.parent.iterdir()}
+    assert after - before <= {"agents.db-wal", "agents.db-shm"}
+
+
+def test_missing_or_foreign_files_raise_clear_errors(tmp_path):
+    with pytest.raises(LedgerUnavailable, match="ledger not found"):
+        LedgerReader.open(tmp_path / "nope.db")
+    other = tmp_path / "other.db"
+    sqlite3.connect(other).execute("CREATE TABLE t(x)")
+    with pytest.raises(LedgerUnavailable, match="not an Agents Ledger"):
+        LedgerReader.open(other)
+
+
+def test_queries_are_batched_not_per_turn(writer, ledger_path):
+    ids = [writer.turn("main", user=f"q{i}", assistant=f"a{i}", tools=[ToolUse("t", {}, "r")]) for i in range(1200)]
+    reader = LedgerReader.open(ledger_path)
+    statements: list[str] = []
+    reader.db.connection().set_trace_callback(statements.append)
+    with reader.snapshot():
+        turns = reader.turns(ids)
+        msgs = reader.messages(ids)
+    reader.close()
+    assert len(turns) == 1200 and all(len(msgs[t]) == 3 for t in ids)  # user, tool-call placeholder, assistant
+    selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+    assert len(selects) <= 6  # 3 IN-batches of <= 500 ids per table
+
+
+def test_messages_exclude_system_and_tool_and_cap_size(writer, ledger_path):
+    tid = writer.turn("main", user="u" * 2000, assistant="a", system="sys", tools=[ToolUse("t", {}, "result")])
+    reader = LedgerReader.open(ledger_path, max_message_bytes=1000)
+    with reader.snapshot():
+        msgs = reader.messages([tid])[tid]
+    reader.close()
+    assert {m.role for m in msgs} == {"user", "assistant"}
+    user = next(m for m in msgs if m.role == "user")
+    assert user.content is None and user.length == 2000
+
+
+def test_history_after_filters_by_persona_and_range(writer, ledger_path):
+    writer.turn("a1", persona="atlas", user="x", assistant="y")
+    writer.turn("n1", persona="nova", user="x", assistant="y")
+    writer.turn("a1", persona="atlas", user="x", assistant="y")
+    reader = LedgerReader.open(ledger_path)
+    with reader.snapshot():
+        assert [r.id for r in reader.history_after(0, upto=3, persona="atlas")] == [1, 3]
+        assert [r.id for r in reader.history_after(1, upto=2)] == [2]
+        assert reader.head_id() == 3
+    reader.close()
