@@ -446,6 +446,9 @@ class LanceSink:
         self.chunk_max_tokens = max(8, min(chunk_max_tokens or DEFAULT_MAX_TOKENS, window))
         self.chunk_overlap = max(0, min(chunk_overlap, self.chunk_max_tokens // 2))
         self.chunking = f"{CHUNKING_VERSION}/{self.chunk_max_tokens}/{self.chunk_overlap}"
+        #: What this sink's index depends on (part of the state DB's index metadata):
+        #: a change of model, dimension or chunking means a rebuild.
+        self.fingerprint = f"lancedb:{embedder.fingerprint}:d{int(embedder.dim)}:{self.chunking}"
         self.optimize_every = optimize_every
         self.small_fragment_limit = small_fragment_limit
         self.cleanup_older_than = cleanup_older_than
@@ -697,12 +700,12 @@ class LanceSink:
     def upsert(self, persona: str, docs: Sequence[Document]) -> None:
         if not docs:
             return
+        entry = self._active["personas"].get(persona)
+        if entry is not None:
+            self._check_meta(persona, entry)
+        rows, paths = self._rows(persona, docs)  # chunk + embed outside the lock: readers stay responsive
         with self._lock:
-            entry = self._active["personas"].get(persona)
-            if entry is not None:
-                self._check_meta(persona, entry)
             tbl = self._live(persona, create=True)
-            rows, paths = self._rows(persona, docs)
             self._merge(tbl, rows, paths, persona)
 
     def delete(self, persona: str, paths: Iterable[str]) -> None:
@@ -746,11 +749,13 @@ class LanceSink:
     def personas(self) -> list[str]:
         return sorted(self._active["personas"])
 
-    def maintain(self, *, force: bool = True) -> dict[str, Any]:
+    def maintain(self, *, force: bool = False) -> dict[str, Any]:
         """Scheduled maintenance: optimize live tables, drop retired and orphaned tables, sweep temp files.
 
-        With ``force=False`` a table is optimized only when it is due (commits
-        or small fragments over the limits). Returns what was done.
+        A table is optimized (compaction, index update, versions older than
+        ``cleanup_older_than`` removed) when it changed since its last
+        optimize, has unindexed rows or too many small fragments; ``force``
+        optimizes every table. Returns what was done.
         """
         done: dict[str, Any] = {"optimized": [], "dropped": [], "tmp_removed": 0}
         with self._lock:
@@ -760,12 +765,14 @@ class LanceSink:
                 except Exception as e:
                     log.warning("lancedb: cannot open %s for maintenance: %s", entry["table"], e)
                     continue
-                due = force or self._since_optimize.get(tbl.name, 0) >= self.optimize_every
+                due = force or self._since_optimize.get(tbl.name, 0) > 0
                 if not due:
                     try:
-                        due = int(tbl.stats()["fragment_stats"]["num_small_fragments"]) > self.small_fragment_limit
+                        due = int(tbl.stats()["fragment_stats"]["num_small_fragments"]) > self.small_fragment_limit or any(
+                            int(getattr(ix, "num_unindexed_rows", 0) or 0) > 0 for ix in tbl.list_indices()
+                        )
                     except Exception:
-                        due = False
+                        due = True
                 if due:
                     self._optimize(tbl)
                     done["optimized"].append(tbl.name)
@@ -896,8 +903,9 @@ class LanceRebuild:
         if not docs:
             return
         s = self._sink
+        rows, paths = s._rows(self.persona, docs)
         with s._lock:
-            rows, paths = s._rows(self.persona, docs)
+            self._require_open()
             s._merge(self._table, rows, paths, self.persona)
             self._written.update(paths)
 

@@ -15,6 +15,9 @@ tokenizer (``Embedder.count_tokens``, special tokens excluded).
 - Blank lines at the edges of a chunk are trimmed; whitespace-only chunks are
   dropped. The output is deterministic and in document order; ``index`` runs
   0..n-1.
+- A run of text costs at least ``ceil(len / MAX_CHARS_PER_TOKEN)`` tokens, so
+  a long unbroken string that a tokenizer maps to a single ``[UNK]`` (BERT does
+  that to any word over 100 characters) still gets split and rows stay small.
 - Token counts are per line and summed. For WordPiece (MiniLM) this equals the
   count of the joined text, because newlines are plain whitespace to it; for
   other tokenizers it is a close estimate.
@@ -36,7 +39,20 @@ DEFAULT_MAX_TOKENS = 200
 #: Tokens of context repeated at the start of the next chunk.
 DEFAULT_OVERLAP_TOKENS = 40
 
+#: Cost floor: a run of text costs at least one token per this many characters.
+MAX_CHARS_PER_TOKEN = 16
+
 _WORD = re.compile(r"\S+\s*")
+
+
+def _costing(count_tokens: Callable[[str], int]) -> Callable[[str], int]:
+    def cost(s: str) -> int:
+        if not s:
+            return 0
+        floor = -(-len(s) // MAX_CHARS_PER_TOKEN)
+        return floor if not s.strip() else max(count_tokens(s), floor)
+
+    return cost
 
 
 def chunk_document(
@@ -51,8 +67,9 @@ def chunk_document(
     if max_tokens < 1:
         raise ValueError("max_tokens must be >= 1")
     overlap_tokens = max(0, min(overlap_tokens, max_tokens - 1))
+    measure = _costing(count_tokens)
     lines = text.split("\n")
-    cost = [count_tokens(ln) if ln.strip() else 0 for ln in lines]
+    cost = [measure(ln) for ln in lines]
     n = len(lines)
     spans: list[tuple[int, int, str]] = []  # (start_idx, end_idx, text), 0-based inclusive
 
@@ -67,7 +84,7 @@ def chunk_document(
     i = 0
     while i < n:
         if cost[i] > max_tokens:
-            for piece in _split_long_line(lines[i], count_tokens, max_tokens, overlap_tokens):
+            for piece in _split_long_line(lines[i], measure, max_tokens, overlap_tokens):
                 if piece.strip():
                     spans.append((i, i, piece))
             i += 1
@@ -90,7 +107,7 @@ def chunk_document(
             k -= 1
             ov += cost[k]
         # Skip an overlap made only of blank lines.
-        if all(cost[m] == 0 for m in range(k, j)):
+        if all(not lines[m].strip() for m in range(k, j)):
             k = j
         i = k
     return [Chunk(index=ix, start_line=s + first_line, end_line=e + first_line, text=t) for ix, (s, e, t) in enumerate(spans)]
@@ -99,12 +116,16 @@ def chunk_document(
 def _split_long_line(line: str, count_tokens: Callable[[str], int], max_tokens: int, overlap_tokens: int) -> list[str]:
     """Pieces of one over-long line, each within ``max_tokens``, on word boundaries."""
     words: list[str] = []
+    cost: list[int] = []
     for w in _WORD.findall(line):
-        if count_tokens(w) > max_tokens:
-            words.extend(_split_word(w, count_tokens, max_tokens))
+        c = count_tokens(w)
+        if c > max_tokens:
+            parts = _split_word(w, count_tokens, max_tokens)
+            words.extend(parts)
+            cost.extend(count_tokens(p) for p in parts)
         else:
             words.append(w)
-    cost = [count_tokens(w) for w in words]
+            cost.append(c)
     pieces: list[str] = []
     i, n = 0, len(words)
     while i < n:
@@ -135,10 +156,10 @@ def _split_word(word: str, count_tokens: Callable[[str], int], max_tokens: int) 
     out: list[str] = []
     rest = word
     while rest:
-        if count_tokens(rest) <= max_tokens:
+        if len(rest) <= max_tokens * MAX_CHARS_PER_TOKEN and count_tokens(rest) <= max_tokens:
             out.append(rest)
             break
-        lo, hi = 1, len(rest)  # largest prefix length that fits
+        lo, hi = 1, min(len(rest), max_tokens * MAX_CHARS_PER_TOKEN)  # largest prefix length that fits
         while lo < hi:
             mid = (lo + hi + 1) // 2
             if count_tokens(rest[:mid]) <= max_tokens:

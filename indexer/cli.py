@@ -8,18 +8,11 @@ go to stderr.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
-
-
-class CliError(Exception):
-    def __init__(self, message: str, code: int = EXIT_FAIL):
-        super().__init__(message)
-        self.code = code
+from indexer.cli_common import EXIT_OK, EXIT_USAGE, CliError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -92,10 +85,6 @@ def _config(args):
         return load_config(args.config)
     except ConfigError as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
-
-
-def _print_json(obj) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
 
 
 # -- commands --------------------------------------------------------------------------

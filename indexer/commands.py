@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import structlog
 
 from exporters.base import SinkError
-from indexer.cli import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CliError, _print_json
+from indexer.cli_common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CliError, print_json as _print_json
 from indexer.config import Config
 from indexer.lock import LockHeldError, acquire, read_holder
 from indexer.state import StateDB
@@ -32,6 +32,8 @@ def _tqdm_progress():
     bars: dict[str, tqdm] = {}
 
     def progress(persona: str, done: int, total: int) -> None:
+        if done < 0:  # a heartbeat, not a position
+            return
         bar = bars.get(persona)
         if bar is None:
             bar = bars[persona] = tqdm(total=total, desc=f"reindex {persona}", unit="session", file=sys.stderr,

@@ -114,7 +114,7 @@ def write_demo(dir_: Path) -> Path:
         token.write_text(secrets.token_urlsafe(32) + "\n")
         token.chmod(0o600)
     config = dir_ / "ledger-indexer.toml"
-    config.write_text(f"""# Demo configuration written by `ledger-indexer demo`.
+    config.write_text("""# Demo configuration written by `ledger-indexer demo`.
 [ledger]
 path = "agents.db"
 personas = []

@@ -93,7 +93,7 @@ class FastEmbedder:
 
     ``model_path`` None and the default model name: the packaged folder
     (``<venv>/share/ledger-indexer/models``, else assembled into
-    ``<index_dir>/models``). ``model_path`` given: that folder, loaded as
+    ``models_dir``, e.g. ``<index dir>/models``). ``model_path`` given: that folder, loaded as
     ``model_name``. Otherwise: the named fastembed model from fastembed's
     local cache (``cache_dir``), never downloaded.
 
@@ -108,7 +108,7 @@ class FastEmbedder:
         batch_size: int = DEFAULT_BATCH_SIZE,
         threads: int | None = None,
         *,
-        index_dir: Path | None = None,
+        models_dir: Path | str | None = None,
         cache_dir: Path | str | None = None,
     ) -> None:
         if batch_size < 1:
@@ -128,7 +128,9 @@ class FastEmbedder:
         if model_path is None or str(model_path) == "":
             if model_name == model_files.MODEL_NAME:
                 try:
-                    folder: Path | None = model_files.packaged_model_dir(index_dir)
+                    folder: Path | None = model_files.packaged_model_dir(
+                        models_root=Path(models_dir) if models_dir else None
+                    )
                 except model_files.ModelFilesError as e:
                     raise EmbeddingError(f"cannot load the packaged embedding model: {e}") from e
                 packaged = True

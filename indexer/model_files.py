@@ -325,22 +325,24 @@ def assemble(root: Path) -> Path:
     return verify_folder(final).path
 
 
-def packaged_model_dir(index_dir: Path | None = None) -> Path:
+def packaged_model_dir(index_dir: Path | None = None, *, models_root: Path | None = None) -> Path:
     """The verified model folder to load.
 
     Prefers the folder ``make setup`` assembled under the venv (read-only is
-    fine); otherwise assembles one into ``<index_dir>/models`` (writable under
-    systemd), or into the venv default when no index dir is given.
+    fine); otherwise assembles one into ``models_root`` (or
+    ``<index_dir>/models``; writable under systemd), or into the venv default
+    when neither is given.
     """
+    if models_root is None and index_dir is not None:
+        models_root = Path(index_dir) / "models"
     default = default_model_dir()
     if default.is_dir():
         try:
             return verify_folder(default).path
         except ModelFilesError:
-            if index_dir is None:
+            if models_root is None:
                 raise
-    root = Path(index_dir) / "models" if index_dir is not None else default_models_root()
-    return assemble(root)
+    return assemble(Path(models_root) if models_root is not None else default_models_root())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -163,6 +163,8 @@ def snippet_for(text: str, start_line: int, terms: list[str]) -> tuple[str, int,
         hi = min(len(lines), lo + SNIPPET_MAX_LINES)
     else:
         lo, hi = 0, min(len(lines), SNIPPET_MAX_LINES)
+    while lo < hi - 1 and not lines[lo].strip():
+        lo += 1
     window = lines[lo:hi]
     while window and not window[-1].strip():
         window.pop()

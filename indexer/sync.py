@@ -40,6 +40,10 @@ log = structlog.get_logger("indexer.sync")
 
 SESSIONS_PER_BATCH = 50
 HISTORY_ROWS_PER_BATCH = 2000
+# Documents per sink write: bounds the time between stop checks (SIGTERM) and
+# the memory of one embedding batch; hashes are committed after each write.
+DOCS_PER_WRITE = 64
+LEDGER_IDENTITY_KEY = "ledger_identity_v1"
 DONE_STATUSES = ("completed", "failed")
 
 Progress = Callable[[str, int, int], None]
@@ -237,10 +241,31 @@ def _live(ix: Indexer, persona: str) -> list[_Target]:
     return [_Target(persona, sink=sink) for sink in ix.sinks]
 
 
-def _commit_state(ix: Indexer, persona: str, summary: PersonaSummary, built: _Built, written: Sequence[Document],
+def _write_in_parts(ix: Indexer, persona: str, docs: Sequence[Document], targets: Sequence[_Target],
+                    summary: PersonaSummary, *, skip_unchanged: bool, stop: threading.Event | None,
+                    progress: Progress | None, record: bool = True) -> list[Document]:
+    """Write ``docs`` in parts of DOCS_PER_WRITE; after each part its hashes are
+    committed (when ``record``), so an interrupted pass keeps what it wrote."""
+    written_all: list[Document] = []
+    unique = list({d.path: d for d in docs}.values())
+    for start in range(0, len(unique), DOCS_PER_WRITE):
+        _check_stop(stop)
+        written, unchanged = _write(ix, persona, unique[start : start + DOCS_PER_WRITE], set(), targets,
+                                    skip_unchanged=skip_unchanged)
+        if record and written:
+            with ix.state.atomic():
+                ix.state.record_documents(written)
+        written_all.extend(written)
+        summary.documents_written += len(written)
+        summary.documents_unchanged += unchanged
+        if progress:
+            progress(persona, -1, -1)  # a heartbeat: the pass is alive
+    return written_all
+
+
+def _commit_state(ix: Indexer, persona: str, summary: PersonaSummary, built: _Built,
                   deletions: set[str], cursor: int | None) -> None:
     with ix.state.atomic():
-        ix.state.record_documents(written)
         ix.state.forget_documents(persona, deletions)
         ix.state.set_pending(persona, built.pending)
         ix.state.clear_pending(persona, built.done_pending)
@@ -292,7 +317,9 @@ def _refresh_registry(ix: Indexer, persona: str, sessions: Sequence[SessionRow],
         ix.state.forget_documents(persona, purge)
     summary.documents_deleted += len(purge)
     for label, _, status in changed:
-        log.info("session.status", persona=persona, session=label, status=status)
+        # A status change is news; a session seen for the first time is not.
+        if label in known or status == "deleted":
+            log.info("session.status", persona=persona, session=label, status=status, was=known.get(label))
     return deleted
 
 
@@ -300,8 +327,9 @@ def _refresh_registry(ix: Indexer, persona: str, sessions: Sequence[SessionRow],
 
 
 def _tail(ix: Indexer, reader: LedgerReader, persona: str, cursor: int, summary: PersonaSummary,
-          stop: threading.Event | None) -> None:
+          stop: threading.Event | None, progress: Progress | None) -> None:
     head = summary.head
+    live = _live(ix, persona)
     with reader.snapshot():
         sessions = reader.sessions(persona=persona)
     deleted = _refresh_registry(ix, persona, sessions, summary)
@@ -309,10 +337,8 @@ def _tail(ix: Indexer, reader: LedgerReader, persona: str, cursor: int, summary:
     if pending:
         with reader.snapshot():
             built = build_sessions(ix, reader, persona, [], only_new=True, extra_turns=pending)
-        written, unchanged = _write(ix, persona, built.docs, set(), _live(ix, persona), skip_unchanged=True)
-        _commit_state(ix, persona, summary, built, written, set(), None)
-        summary.documents_written += len(written)
-        summary.documents_unchanged += unchanged
+        _write_in_parts(ix, persona, built.docs, live, summary, skip_unchanged=True, stop=stop, progress=progress)
+        _commit_state(ix, persona, summary, built, set(), None)
     position = cursor
     while position < head:
         _check_stop(stop)
@@ -323,18 +349,17 @@ def _tail(ix: Indexer, reader: LedgerReader, persona: str, cursor: int, summary:
             current = [s for s in reader.sessions(labels=labels) if s.status != "deleted"]
             built = build_sessions(ix, reader, persona, current, only_new=True)
         summary.sessions += len(current)
+        _write_in_parts(ix, persona, built.docs, live, summary, skip_unchanged=True, stop=stop, progress=progress)
         stale = _stale_paths(ix, persona, built)
-        written, unchanged = _write(ix, persona, built.docs, stale, _live(ix, persona), skip_unchanged=True)
-        _commit_state(ix, persona, summary, built, written, stale, batch_end)
-        summary.documents_written += len(written)
-        summary.documents_unchanged += unchanged
+        _write(ix, persona, [], stale, live, skip_unchanged=True)
+        _commit_state(ix, persona, summary, built, stale, batch_end)
         summary.documents_deleted += len(stale)
         position = batch_end
     summary.cursor = position
 
 
 def _walk_all(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSummary,
-              targets: Sequence[_Target], *, skip_unchanged: bool, stop: threading.Event | None,
+              targets: Sequence[_Target], *, rebuilding: bool, stop: threading.Event | None,
               progress: Progress | None, on_batch: Callable[[list[Document], _Built], None]) -> set[str]:
     with reader.snapshot():
         sessions = [s for s in reader.sessions(persona=persona) if s.status != "deleted"]
@@ -345,11 +370,10 @@ def _walk_all(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaS
         part = sessions[start : start + SESSIONS_PER_BATCH]
         with reader.snapshot():
             built = build_sessions(ix, reader, persona, part, only_new=False)
-        written, unchanged = _write(ix, persona, built.docs, set(), targets, skip_unchanged=skip_unchanged)
+        written = _write_in_parts(ix, persona, built.docs, targets, summary, skip_unchanged=not rebuilding,
+                                  stop=stop, progress=progress, record=not rebuilding)
         on_batch(written, built)
         seen.update(d.path for d in built.docs)
-        summary.documents_written += len(written)
-        summary.documents_unchanged += unchanged
         if progress:
             progress(persona, min(start + SESSIONS_PER_BATCH, len(sessions)), len(sessions))
     return seen
@@ -362,9 +386,9 @@ def _backfill(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaS
     _refresh_registry(ix, persona, sessions, summary)
 
     def commit(written: list[Document], built: _Built) -> None:
-        _commit_state(ix, persona, summary, built, written, set(), None)
+        _commit_state(ix, persona, summary, built, set(), None)
 
-    seen = _walk_all(ix, reader, persona, summary, _live(ix, persona), skip_unchanged=True, stop=stop,
+    seen = _walk_all(ix, reader, persona, summary, _live(ix, persona), rebuilding=False, stop=stop,
                      progress=progress, on_batch=commit)
     sessions_docs = ix.state.paths(persona, source=Source.SESSIONS.value)
     stale = sessions_docs - seen
@@ -396,8 +420,7 @@ def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSu
 
     try:
         _walk_all(ix, reader, persona, summary, [_Target(persona, rebuild=rb) for rb in rebuilds],
-                  skip_unchanged=False, stop=stop, progress=progress,
-                  on_batch=collect)
+                  rebuilding=True, stop=stop, progress=progress, on_batch=collect)
         memory_docs = ix.memory_documents(persona)
         for rb in rebuilds:
             if memory_docs:
@@ -446,11 +469,22 @@ def sync_once(
     reader = ix.reader()
     try:
         targets = list(personas) if personas else select_personas(ix, reader)
+        identity = reader.identity()
+        known_identity = ix.state.get_meta(LEDGER_IDENTITY_KEY)
+        if identity and known_identity and identity != known_identity:
+            # Another ledger file now sits at the configured path: its ids mean
+            # nothing to our cursors. Start over from a backfill (hash skip keeps it cheap).
+            log.warning("ledger.replaced", path=str(ix.config.ledger.path))
+            for persona in set(targets) | set(ix.state.personas_indexed()):
+                ix.state.clear_cursor(persona)
+        if identity and identity != known_identity:
+            ix.state.set_meta(LEDGER_IDENTITY_KEY, identity)
         for persona in targets:
             head = reader.head_id()
             cursor = ix.state.get_cursor(persona)
             stored_meta = ix.state.get_json(INDEX_META_KEY, persona)
-            if force or (cursor is not None and stored_meta != ix.index_meta):
+            sink_wants_rebuild = any(getattr(sink, "needs_rebuild", lambda _p: None)(persona) for sink in ix.sinks)
+            if force or sink_wants_rebuild or (cursor is not None and stored_meta != ix.index_meta):
                 mode = "rebuild"
             elif cursor is None:
                 mode = "backfill"
@@ -464,7 +498,7 @@ def sync_once(
             summary.personas[persona] = ps
             try:
                 if mode == "tail":
-                    _tail(ix, reader, persona, cursor or 0, ps, stop)
+                    _tail(ix, reader, persona, cursor or 0, ps, stop, progress)
                 elif mode == "backfill":
                     _backfill(ix, reader, persona, ps, stop, progress)
                 else:

@@ -9,6 +9,7 @@ consistent state and the read transaction stays short.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -62,6 +63,15 @@ class LedgerReader:
     def head_id(self) -> int:
         value = self.m.SessionHistory.select(fn.MAX(self.m.SessionHistory.id)).scalar()
         return int(value or 0)
+
+    def identity(self) -> str | None:
+        """A fingerprint of the ledger's first history row: it changes when the
+        file is replaced by another ledger, even one with a longer history."""
+        h = self.m.SessionHistory
+        row = h.select(h.id, h.session_label, h.thread_id, h.changed_at).order_by(h.id).limit(1).tuples().first()
+        if row is None:
+            return None
+        return hashlib.sha256(repr(tuple(row)).encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
     def history_after(
         self, cursor: int, *, upto: int, persona: str | None = None, limit: int = 2000

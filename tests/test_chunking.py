@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+import time
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from indexer import model_files
-from indexer.chunking import CHUNKING_VERSION, DEFAULT_MAX_TOKENS, DEFAULT_OVERLAP_TOKENS, chunk_document
+from indexer.chunking import MAX_CHARS_PER_TOKEN, CHUNKING_VERSION, DEFAULT_MAX_TOKENS, DEFAULT_OVERLAP_TOKENS, chunk_document
 
 _TOK = re.compile(r"\w+|[^\w\s]")
 
@@ -58,10 +59,10 @@ def check_invariants(text: str, chunks, count, max_tokens: int, first_line: int 
         no = i + first_line
         covering = [c for c in chunks if c.start_line <= no <= c.end_line]
         assert covering, f"line {no} not covered"
-        if count(ln) > max_tokens:
+        if not any(ln in c.text.split("\n") for c in covering):  # the line was split into pieces
             pieces = " ".join(c.text for c in covering)
             for w in ln.split():
-                if count(w) <= max_tokens:
+                if count(w) <= max_tokens and len(w) <= max_tokens * MAX_CHARS_PER_TOKEN:
                     assert w in pieces.split(), f"word {w!r} of line {no} lost"
                 else:
                     assert w in "".join(pieces.split()), "giant word lost"
@@ -112,6 +113,21 @@ def test_long_line_is_split_and_keeps_its_line_number() -> None:
     assert len(pieces) >= 4
     assert all(words(c.text) <= 30 for c in pieces)
     assert chunks[0].text == "first line" and chunks[-1].text == "last line"
+
+
+def test_unbroken_giant_strings_are_split_by_characters() -> None:
+    """BERT maps any word over 100 characters to one [UNK]: the character floor still splits it."""
+
+    def unk(t: str) -> int:
+        return sum(1 if len(w) > 100 else len(_TOK.findall(w)) for w in t.split())
+
+    blob = "QUJD" * 250_000  # 1 MB of base64, one "word"
+    t0 = time.monotonic()
+    chunks = chunk_document(f"User: here it is\n{blob}\nAssistant: ok", count_tokens=unk, max_tokens=200, overlap_tokens=40)
+    assert time.monotonic() - t0 < 5
+    pieces = [c for c in chunks if c.start_line == c.end_line == 2]
+    assert "".join(c.text for c in pieces) == blob
+    assert all(len(c.text) <= 200 * MAX_CHARS_PER_TOKEN for c in chunks)
 
 
 def test_defaults_fit_minilm_window() -> None:

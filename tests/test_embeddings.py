@@ -34,6 +34,13 @@ def test_real_model_loads_offline(real: FastEmbedder) -> None:
     assert real.count_tokens("hello world") == 2
 
 
+def test_models_dir_is_used_when_the_venv_copy_is_missing(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(model_files, "default_models_root", lambda: tmp_path / "absent")
+    e = FastEmbedder(models_dir=tmp_path / "index" / "models")
+    assert e.model_dir == tmp_path / "index" / "models" / model_files.FOLDER_NAME
+    assert e.fingerprint == model_files.FINGERPRINT
+
+
 def test_real_vectors_are_normalised_and_meaningful(real: FastEmbedder) -> None:
     texts = [
         "The cat sat on the mat.",

@@ -195,17 +195,20 @@ def test_hostile_labels_and_paths(sink: LanceSink) -> None:
     assert sink.paths("atlas") == {d.path for d in docs[1::2]}
 
 
+@pytest.fixture(scope="module")
+def seed_table(tmp_path_factory):
+    s = LanceSink(tmp_path_factory.mktemp("rt"), FakeEmbedder())
+    s.upsert("p", [mkdoc("seed.md", "User: seed", persona="p", session="seed")])
+    return s.active_table("p")
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.text(max_size=40))
-def test_sql_str_round_trips(tmp_path_factory, s: str) -> None:
-    global _RT_SINK
-    if "_RT_SINK" not in globals():
-        _RT_SINK = LanceSink(tmp_path_factory.mktemp("rt"), FakeEmbedder())
-        _RT_SINK.upsert("p", [mkdoc("seed.md", "User: seed", persona="p", session="seed")])
-    tbl = _RT_SINK.active_table("p")
-    expect = 1 if s == "seed" else 0
-    assert tbl.count_rows(f"session = {sql_str(s)}") == expect
-    assert sql_str(s).startswith("'") and sql_str(s).endswith("'")
+@given(s=st.text(max_size=40))
+def test_sql_str_round_trips(seed_table, s: str) -> None:
+    literal = sql_str(s)
+    assert literal.startswith("'") and literal.endswith("'")
+    assert seed_table.count_rows(f"session = {literal}") == (1 if s == "seed" else 0)
+    assert seed_table.count_rows(f"session = {literal} OR session = 'seed'") == 1
 
 
 def test_sql_str_escaping() -> None:
@@ -327,6 +330,7 @@ def test_model_change_requires_a_rebuild(tmp_path: Path) -> None:
     with s.rebuild("atlas") as rb:
         rb.upsert([mkdoc("a.md", "User: a"), mkdoc("b.md", "User: b")])
     assert s.needs_rebuild("atlas") is None
+    assert s.fingerprint != LanceSink(tmp_path / "other", FakeEmbedder(dim=64)).fingerprint
     s.upsert("atlas", [mkdoc("c.md", "User: c")])
     assert s.index_meta("atlas")["dim"] == 32
     assert s.active_table("atlas").schema.field("vector").type.list_size == 32
@@ -347,6 +351,8 @@ def test_auto_optimize_and_maintain(tmp_path: Path) -> None:
     st = s.stats("atlas")
     assert st.unindexed_rows == 0 and st.fragments <= 2 and st.version is not None
     assert st.as_dict()["persona"] == "atlas"
+    assert s.maintain()["optimized"] == []  # nothing changed since: nothing to do
+    assert s.maintain(force=True)["optimized"] == [st.table]
     empty = s.stats("nobody")
     assert empty.chunks == 0 and empty.table is None
 

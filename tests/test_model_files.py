@@ -138,6 +138,7 @@ def test_packaged_model_dir_prefers_a_valid_default(tmp_path: Path, monkeypatch:
     shutil.rmtree(default_root)
     got = mf.packaged_model_dir(tmp_path / "index")
     assert got == tmp_path / "index" / "models" / mf.FOLDER_NAME
+    assert mf.packaged_model_dir(models_root=tmp_path / "m") == tmp_path / "m" / mf.FOLDER_NAME
 
 
 def test_cli_check(tmp_path: Path) -> None:

@@ -325,3 +325,41 @@ def test_tail_is_correct_against_a_concurrent_writer_process(writer, make_indexe
     assert ix.sinks[0].paths("atlas") == expected_paths(ledger_path, "atlas")
     assert ix.state.paths("atlas") == expected_paths(ledger_path, "atlas")
     assert sync_once(ix).documents_written == 0
+
+
+def test_ledger_replaced_by_a_longer_one_triggers_backfill(writer, make_indexer, ledger_path):
+    writer.turn("old", user="old history", assistant="ok")
+    ix = make_indexer()
+    sync_once(ix)
+    writer.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(ledger_path) + suffix).unlink(missing_ok=True)
+    from ledger.writer import LedgerWriter
+
+    with LedgerWriter(ledger_path, seed=11, start_ms=1_700_000_000_000) as w2:
+        for i in range(5):  # a longer history: the head passes the old cursor
+            w2.turn("other", user=f"new {i}", assistant="ok")
+    summary = sync_once(ix)
+    assert summary.personas["atlas"].mode == "backfill"
+    assert ix.sinks[0].paths("atlas") == expected_paths(ledger_path, "atlas")
+
+
+def test_stop_event_interrupts_between_writes_and_next_pass_converges(writer, make_indexer, ledger_path):
+    import threading
+
+    for i in range(200):
+        writer.turn(f"s{i % 3}", user=f"q{i}", assistant=f"a{i}")
+    ix = make_indexer()
+    stop = threading.Event()
+    calls = []
+
+    def progress(persona, done, total):
+        calls.append(done)
+        if len(calls) == 2:
+            stop.set()
+
+    summary = sync_once(ix, stop=stop, progress=progress)
+    assert summary.interrupted and 0 < summary.documents_written < 200
+    assert ix.state.get_cursor("atlas") is None  # a backfill sets its cursor only when complete
+    sync_once(ix)
+    assert ix.sinks[0].paths("atlas") == expected_paths(ledger_path, "atlas")

@@ -1,0 +1,147 @@
+"""Run every benchmark, each in its own process, and assemble ``bench/out/RESULTS.generated.md``.
+
+``make bench`` runs ``python -m bench.run_all``. Benchmarks, in order (a module
+that does not exist yet is skipped with a note):
+
+- ``redaction`` — ``bench.bench_redaction``
+- ``locomo``    — ``bench.locomo``
+- ``latency``   — ``bench.latency``
+- ``daemon``    — ``bench.daemon_bench``
+
+Each writes its markdown section to ``bench/out/<name>.md`` (run_all also
+accepts ``bench/out/<module name>.md``). ``--quick`` is passed on to modules
+whose source mentions ``--quick``, and ``BENCH_QUICK=1`` is set for all.
+
+    python -m bench.run_all [--quick] [--only NAME[,NAME]] [--keep-going]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bench.common import OUT, REPO, fmt_s, git_commit, log, machine, out_dir
+
+
+@dataclass(frozen=True)
+class Bench:
+    name: str
+    module: str
+
+
+BENCHES = (
+    Bench("redaction", "bench.bench_redaction"),
+    Bench("locomo", "bench.locomo"),
+    Bench("latency", "bench.latency"),
+    Bench("daemon", "bench.daemon_bench"),
+)
+
+
+def module_source(module: str) -> str | None:
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.origin or not os.path.exists(spec.origin):
+        return None
+    with open(spec.origin, encoding="utf-8") as f:
+        return f.read()
+
+
+def section_path(bench: Bench):
+    for candidate in (OUT / f"{bench.name}.md", OUT / f"{bench.module.rsplit('.', 1)[-1]}.md"):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def run_one(bench: Bench, quick: bool) -> dict:
+    source = module_source(bench.module)
+    if source is None:
+        return {"status": "missing", "seconds": 0.0}
+    argv = [sys.executable, "-m", bench.module]
+    if quick and "--quick" in source:
+        argv.append("--quick")
+    env = dict(os.environ, BENCH_QUICK="1" if quick else "0", PYTHONUNBUFFERED="1")
+    # A stale section from an earlier run must not pass for this run's output.
+    before = {p: p.stat().st_mtime for p in (OUT / f"{bench.name}.md", OUT / f"{bench.module.rsplit('.', 1)[-1]}.md")
+              if p.exists()}
+    log(f"== {bench.name}: {' '.join(argv[1:])}")
+    started = time.perf_counter()
+    proc = subprocess.run(argv, cwd=REPO, env=env)
+    seconds = time.perf_counter() - started
+    path = section_path(bench)
+    fresh = path is not None and (path not in before or path.stat().st_mtime > before[path])
+    status = "ok" if proc.returncode == 0 and fresh else ("no output" if proc.returncode == 0 else
+                                                           f"failed (exit {proc.returncode})")
+    log(f"== {bench.name}: {status} in {fmt_s(seconds)}")
+    return {"status": status, "seconds": seconds, "path": path if fresh else None}
+
+
+def header(results: dict[str, dict], quick: bool) -> str:
+    m = machine()
+    model = "sentence-transformers/all-MiniLM-L6-v2 (int8 ONNX, packaged, fastembed)"
+    try:
+        from indexer import model_files
+
+        model = f"{model_files.MODEL_NAME} (int8 ONNX, packaged; fingerprint {model_files.FINGERPRINT[:24]}…)"
+    except Exception:
+        pass
+    lines = [
+        "# ledger-indexer benchmark results (generated)",
+        "",
+        f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}",
+        f"- git commit: {git_commit()}",
+        f"- machine: {m['nproc']} cores ({m['cpu']}), {m['mem_gb']} GB RAM, load average at the end "
+        f"{' / '.join(str(x) for x in m['loadavg'])} (shared, noisy VM), Python {m['python']}",
+        f"- embedding model: {model}",
+        f"- mode: {'quick (partial, not for the record)' if quick else 'full'}",
+        "",
+        "| benchmark | status | time |",
+        "| :--- | :--- | ---: |",
+    ]
+    for name, r in results.items():
+        lines.append(f"| {name} | {r['status']} | {fmt_s(r['seconds']) if r['seconds'] else '–'} |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.run_all", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="short runs of every benchmark (smoke level)")
+    ap.add_argument("--only", default=None, help="comma-separated benchmark names: "
+                    + ", ".join(b.name for b in BENCHES))
+    ap.add_argument("--keep-going", action="store_true", default=True, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    selected = list(BENCHES)
+    if args.only:
+        wanted = {w.strip() for w in args.only.split(",") if w.strip()}
+        unknown = wanted - {b.name for b in BENCHES}
+        if unknown:
+            ap.error(f"unknown benchmark(s): {', '.join(sorted(unknown))}")
+        selected = [b for b in BENCHES if b.name in wanted]
+    out_dir()
+    results: dict[str, dict] = {}
+    for bench in selected:
+        results[bench.name] = run_one(bench, args.quick)
+    sections = []
+    for bench in selected:
+        r = results[bench.name]
+        if r["status"] == "missing":
+            sections.append(f"## {bench.name}\n\nSkipped: `{bench.module}` does not exist yet.")
+        elif r.get("path"):
+            sections.append(r["path"].read_text(encoding="utf-8").strip())
+        else:
+            sections.append(f"## {bench.name}\n\n{r['status']}: no section written this run (see the console log).")
+    doc = header(results, args.quick) + "\n\n" + "\n\n".join(sections) + "\n"
+    target = OUT / "RESULTS.generated.md"
+    target.write_text(doc, encoding="utf-8")
+    log(f"wrote {target}")
+    failed = [n for n, r in results.items() if r["status"] not in ("ok", "missing")]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,493 @@
+"""``ledger-indexer run``: one process that keeps the index fresh and serves the API.
+
+Threads:
+
+- the **sync worker** runs every ``sync_once()`` (so syncs never overlap),
+  plus forced reindexes and maintenance, with capped, jittered backoff on errors;
+- the **watcher** (watchfiles) wakes the worker when the ledger's folder
+  (``agents.db``, ``-wal``) or a memory file changes, debounced;
+- the **scheduler** (APScheduler) wakes it every ``interval_seconds`` anyway
+  (watchers die silently: the upstream indexer's best-known failure) and
+  queues maintenance every ``maintenance_minutes``;
+- the **HTTP server** (uvicorn) answers the API;
+- the main thread handles signals, sd_notify STATUS and watchdog pings.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from exporters.base import SinkError
+from indexer.config import Config
+from indexer.lock import acquire
+from indexer.logs import RateLimitedLogger
+from indexer.sdnotify import Notifier
+from ledger.connection import LedgerUnavailable
+
+log = structlog.get_logger("indexer.daemon")
+
+BACKOFF_BASE_S = 1.0
+BACKOFF_CAP_S = 60.0
+STALL_AFTER_S = 600.0  # a pass with no progress for this long stops the watchdog pings
+
+
+@dataclass
+class ReindexJob:
+    job_id: str
+    personas: list[str] | None
+    state: str = "queued"  # queued | running | done | failed
+    progress: dict[str, dict[str, int]] = field(default_factory=dict)
+    error: str | None = None
+    queued_at: float = field(default_factory=time.time)
+    finished_at: float | None = None
+    summary: dict | None = None
+
+    def as_dict(self) -> dict:
+        return {"job_id": self.job_id, "state": self.state, "personas": self.personas, "progress": self.progress,
+                "error": self.error, "queued_at": self.queued_at, "finished_at": self.finished_at,
+                "summary": self.summary}
+
+
+@dataclass
+class SyncStats:
+    syncs: int = 0
+    errors: int = 0
+    consecutive_errors: int = 0
+    last_sync_at: float | None = None
+    last_sync_seconds: float | None = None
+    last_error: str | None = None
+    first_pass_done: bool = False
+    first_success: bool = False
+    last_summary: dict | None = None
+    last_progress: float = field(default_factory=time.monotonic)
+    running: bool = False
+
+
+class SyncWorker:
+    """Runs passes one at a time on its own thread, woken by :meth:`wake`."""
+
+    def __init__(self, daemon: "Daemon"):
+        self.d = daemon
+        self.stats = SyncStats()
+        self._wake = threading.Event()
+        self._sync_due = True  # the first pass runs at once
+        self._maintenance_due = False
+        self._job: ReindexJob | None = None
+        self._lock = threading.Lock()
+        self._not_before = 0.0
+        self._errors = RateLimitedLogger(log, every_s=60)
+        self.thread = threading.Thread(target=self._loop, name="sync-worker", daemon=True)
+
+    def wake(self, *, maintenance: bool = False) -> None:
+        with self._lock:
+            self._sync_due = True
+            self._maintenance_due |= maintenance
+        self._wake.set()
+
+    def request_reindex(self, personas: list[str] | None) -> ReindexJob:
+        with self._lock:
+            if self._job is not None and self._job.state in ("queued", "running"):
+                return self._job
+            self._job = ReindexJob(job_id=uuid.uuid4().hex[:12], personas=personas)
+            job = self._job
+        self._wake.set()
+        return job
+
+    @property
+    def job(self) -> ReindexJob | None:
+        return self._job
+
+    def healthy(self) -> bool:
+        return not self.stats.running or time.monotonic() - self.stats.last_progress < STALL_AFTER_S
+
+    def _progress(self, persona: str, done: int, total: int) -> None:
+        self.stats.last_progress = time.monotonic()
+        job = self._job
+        if job is not None and job.state == "running" and done >= 0:
+            job.progress[persona] = {"done": done, "total": total}
+
+    def _loop(self) -> None:
+        stop = self.d.stop_event
+        while not stop.is_set():
+            self._wake.wait(timeout=1.0)
+            self._wake.clear()
+            if stop.is_set():
+                break
+            if time.monotonic() < self._not_before:  # backing off after an error
+                stop.wait(min(1.0, self._not_before - time.monotonic()))
+                continue
+            with self._lock:
+                job = self._job if self._job is not None and self._job.state == "queued" else None
+                do_sync, self._sync_due = self._sync_due, False
+                do_maintenance, self._maintenance_due = self._maintenance_due, False
+            if job is not None:
+                self._run_reindex(job)
+            elif do_sync:
+                self._run_pass(force=False, personas=None)
+            if do_maintenance and not stop.is_set():
+                self._maintain()
+
+    def _run_pass(self, *, force: bool, personas: list[str] | None) -> dict | None:
+        from indexer.sync import sync_once
+
+        stats = self.stats
+        stats.running, stats.last_progress = True, time.monotonic()
+        started = time.monotonic()
+        try:
+            summary = sync_once(self.d.indexer, force=force, personas=personas, stop=self.d.stop_event,
+                                progress=self._progress)
+        except (LedgerUnavailable, SinkError, OSError, RuntimeError, ValueError) as exc:
+            self._failed(exc, started)
+            return None
+        except Exception as exc:  # never let the worker die: log, back off, retry
+            self._failed(exc, started)
+            return None
+        finally:
+            stats.running = False
+            stats.first_pass_done = True
+        seconds = time.monotonic() - started
+        stats.syncs += 1
+        stats.last_sync_at, stats.last_sync_seconds = time.time(), seconds
+        stats.last_summary = summary.as_dict()
+        stats.first_success = True
+        if stats.consecutive_errors:
+            self._errors.success("sync")
+        stats.consecutive_errors, self._not_before = 0, 0.0
+        self.d.metrics_sync(seconds, summary.documents_written, ok=True)
+        return summary.as_dict()
+
+    def _failed(self, exc: Exception, started: float) -> None:
+        stats = self.stats
+        stats.errors += 1
+        stats.consecutive_errors += 1
+        stats.last_error = f"{type(exc).__name__}: {exc}"
+        delay = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (stats.consecutive_errors - 1))
+        delay *= random.uniform(0.5, 1.0)  # jitter: a fleet must not retry in step
+        self._not_before = time.monotonic() + delay
+        self._sync_due = True
+        self._errors.failure("sync", "sync.failed", error=stats.last_error, retry_in_s=round(delay, 1))
+        self.d.metrics_sync(time.monotonic() - started, 0, ok=False)
+
+    def _run_reindex(self, job: ReindexJob) -> None:
+        job.state = "running"
+        log.info("reindex.started", job_id=job.job_id, personas=job.personas)
+        summary = self._run_pass(force=True, personas=job.personas)
+        job.finished_at = time.time()
+        if summary is None:
+            job.state, job.error = "failed", self.stats.last_error
+            log.warning("reindex.failed", job_id=job.job_id, error=job.error)
+        elif summary.get("interrupted"):
+            job.state, job.error = "failed", "interrupted by shutdown; the live index is unchanged"
+        else:
+            job.state, job.summary = "done", summary
+            log.info("reindex.done", job_id=job.job_id, seconds=summary["seconds"])
+
+    def _maintain(self) -> None:
+        for sink in self.d.indexer.sinks:
+            maintain = getattr(sink, "maintain", None)
+            if maintain is None:
+                continue
+            try:
+                result = maintain()
+                log.info("maintenance.done", sink=sink.name, result=result)
+            except Exception as exc:
+                log.warning("maintenance.failed", sink=sink.name, error=str(exc))
+
+
+class Daemon:
+    def __init__(self, config: Config, *, notifier: Notifier | None = None, demo_hints: bool = False):
+        self.config = config
+        self.notifier = notifier or Notifier()
+        self.demo_hints = demo_hints
+        self.stop_event = threading.Event()
+        self.lock = None
+        self.indexer = None
+        self.searcher = None
+        self.worker = SyncWorker(self)
+        self.server = None
+        self._threads: list[threading.Thread] = []
+        self.metrics = None
+        self.port: int | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        from indexer.context import make_embedder, open_indexer
+        from indexer.metrics import Metrics
+        from indexer.search import Searcher
+
+        config = self.config
+        config.index.dir.mkdir(parents=True, exist_ok=True)
+        self.lock = acquire(config.index.dir, "run", extra={"host": config.api.host, "port": config.api.port})
+        embedder = make_embedder(config) if "lancedb" in config.index.sinks else None
+        self.indexer = open_indexer(config, embedder=embedder)
+        if "lancedb" in config.index.sinks:
+            self.searcher = Searcher(config, embedder=embedder, state=self.indexer.state)
+        self.metrics = Metrics()
+        self._start_http()
+        self.worker.thread.start()
+        self._start_scheduler()
+        self._start_watcher()
+        log.info("daemon.started", ledger=str(config.ledger.path), index_dir=str(config.index.dir),
+                 sinks=list(config.index.sinks), api=f"http://{config.api.host}:{self.port}")
+
+    def _start_http(self) -> None:
+        import uvicorn
+
+        from indexer.api import create_app
+
+        token = None
+        if self.config.api.admin_token_file is not None:
+            try:
+                token = self.config.api.admin_token_file.read_text().strip() or None
+            except OSError as exc:
+                log.warning("api.admin_token_unreadable", file=str(self.config.api.admin_token_file), error=str(exc))
+        app = create_app(self, admin_token=token, max_request_bytes=self.config.api.max_request_bytes,
+                         metrics=self.metrics)
+        uv_config = uvicorn.Config(app, host=self.config.api.host, port=self.config.api.port, log_config=None,
+                                   access_log=False, lifespan="off", timeout_graceful_shutdown=3)
+        self.server = uvicorn.Server(uv_config)
+        thread = threading.Thread(target=self.server.run, name="http", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+        deadline = time.monotonic() + 15
+        while not self.server.started and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if not self.server.started:
+            raise RuntimeError(f"the HTTP API could not listen on {self.config.api.host}:{self.config.api.port} "
+                               "(port in use? set [api] port)")
+        sockets = [s for srv in getattr(self.server, "servers", []) for s in getattr(srv, "sockets", [])]
+        self.port = sockets[0].getsockname()[1] if sockets else self.config.api.port
+        self.lock.update(host=self.config.api.host, port=self.port)
+
+    def _start_scheduler(self) -> None:
+        from apscheduler.schedulers.background import BackgroundScheduler
+
+        sched = BackgroundScheduler(daemon=True)
+        sched.add_job(self.worker.wake, "interval", seconds=self.config.sync.interval_seconds, id="safety-net-sync",
+                      max_instances=1, coalesce=True)
+        sched.add_job(lambda: self.worker.wake(maintenance=True), "interval",
+                      minutes=self.config.sync.maintenance_minutes, id="maintenance", max_instances=1, coalesce=True)
+        sched.start()
+        self.scheduler = sched
+
+    def _watch_paths(self) -> list[Path]:
+        paths = [self.config.ledger.path.parent]
+        for entries in self.config.memory.values():
+            paths.extend(p for p in entries if p.exists())
+        return paths
+
+    def _start_watcher(self) -> None:
+        thread = threading.Thread(target=self._watch_loop, name="watcher", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _watch_loop(self) -> None:
+        import watchfiles
+
+        ledger = self.config.ledger.path
+        names = {ledger.name, ledger.name + "-wal"}
+        memory_roots = [p.resolve() for entries in self.config.memory.values() for p in entries]
+
+        def relevant(_change, path: str) -> bool:
+            p = Path(path)
+            if p.parent == ledger.parent and p.name in names:
+                return True
+            return p.suffix == ".md" and any(p == r or r in p.parents for r in memory_roots)
+
+        failures = RateLimitedLogger(log, every_s=300)
+        while not self.stop_event.is_set():
+            paths = [p for p in self._watch_paths() if p.exists()]
+            if not paths:
+                self.stop_event.wait(5)
+                continue
+            try:
+                for _changes in watchfiles.watch(*paths, watch_filter=relevant, debounce=self.config.sync.debounce_ms,
+                                                 step=20, stop_event=self.stop_event, raise_interrupt=False,
+                                                 recursive=True):
+                    self.worker.wake()
+                failures.success("watcher")
+            except Exception as exc:  # the folder vanished, inotify limits...: the interval job covers us
+                failures.failure("watcher", "watcher.failed", error=str(exc))
+                self.stop_event.wait(5)
+
+    def run_forever(self) -> int:
+        status_every, last_status = 5.0, 0.0
+        ready_sent = False
+        while not self.stop_event.is_set():
+            self.stop_event.wait(0.5)
+            stats = self.worker.stats
+            if not ready_sent and stats.first_pass_done:
+                self.notifier.ready(status=self._status_line())
+                ready_sent = True
+                if self.demo_hints:
+                    self._print_demo_hints()
+            now = time.monotonic()
+            if now - last_status > status_every:
+                self.notifier.status(self._status_line())
+                last_status = now
+            if self.worker.healthy():
+                self.notifier.heartbeat()
+            else:
+                log.error("daemon.stalled", seconds_without_progress=round(now - stats.last_progress))
+        return 0
+
+    def _status_line(self) -> str:
+        s = self.worker.stats
+        if s.last_error and s.consecutive_errors:
+            return f"sync failing ({s.consecutive_errors}x): {s.last_error}"[:200]
+        if s.last_summary is None:
+            return "first sync running"
+        return (f"synced: {s.syncs} passes, last {s.last_sync_seconds:.2f}s, "
+                f"{s.last_summary['documents_written']} docs written; API :{self.port}")
+
+    def shutdown(self) -> None:
+        self.stop_event.set()
+        self.notifier.stopping(status="stopping")
+        if getattr(self, "scheduler", None) is not None:
+            self.scheduler.shutdown(wait=False)
+        if self.worker.thread.is_alive():
+            self.worker.thread.join(timeout=8)
+        if self.server is not None:
+            self.server.should_exit = True
+        for thread in self._threads:
+            thread.join(timeout=3)
+        if self.searcher is not None:
+            self.searcher.close()
+        if self.indexer is not None:
+            self.indexer.close()
+        if self.lock is not None:
+            self.lock.release()
+        log.info("daemon.stopped")
+
+    def _print_demo_hints(self) -> None:
+        base = f"http://{self.config.api.host}:{self.port}"
+        cfg = "demo/ledger-indexer.toml"
+        print(f"""
+ledger-indexer is running on the demo ledger. Try, in another terminal:
+
+  curl -s {base}/v1/memory_search -H 'content-type: application/json' \\
+       -d '{{"query": "JWT expiry", "persona": "atlas"}}' | python3 -m json.tool
+  curl -s {base}/v1/status | python3 -m json.tool
+  .venv/bin/ledger-indexer --config {cfg} search "postgres upgrade" --persona atlas
+  .venv/bin/ledger-indexer --config {cfg} reindex
+
+Press Ctrl-C to stop.
+""", flush=True)
+
+    # -- metrics glue --------------------------------------------------------------------------
+
+    def metrics_sync(self, seconds: float, written: int, *, ok: bool) -> None:
+        if self.metrics is not None:
+            self.metrics.observe_sync(seconds, written, ok)
+            summary = self.worker.stats.last_summary or {}
+            for persona, ps in (summary.get("personas") or {}).items():
+                if ps.get("head") is not None and ps.get("cursor") is not None:
+                    self.metrics.set_lag(persona, max(0, ps["head"] - ps["cursor"]))
+
+    # -- ApiBackend ------------------------------------------------------------------------------
+
+    def search(self, request):
+        from indexer.search import SearchError
+
+        if self.searcher is None:
+            raise SearchError("memory_search needs the lancedb sink: add \"lancedb\" to [index] sinks", http_status=503)
+        return self.searcher.search(request)
+
+    def get(self, persona, path, from_line, lines, session):
+        from indexer.retrieval import get_document
+
+        return get_document(self.config, persona, path, from_line=from_line, lines=lines, session=session,
+                            state=self.indexer.state)
+
+    def status(self) -> dict:
+        from indexer.commands import status_report
+
+        report = status_report(self.config, self.indexer.state)
+        stats = self.worker.stats
+        per_persona = (stats.last_summary or {}).get("personas", {})
+        for persona, entry in report["personas"].items():
+            entry["last_sync_at"] = stats.last_sync_at
+            entry["last_sync_seconds"] = stats.last_sync_seconds
+            entry["last_pass"] = per_persona.get(persona)
+            entry["model"] = self.config.embedding.model if "lancedb" in self.config.index.sinks else None
+            entry["chunks"] = self._chunks(persona)
+            if self.metrics is not None and entry.get("lag") is not None:
+                self.metrics.set_lag(persona, entry["lag"])
+        report["daemon"] = {"syncs": stats.syncs, "errors": stats.errors, "consecutive_errors": stats.consecutive_errors,
+                            "last_error": stats.last_error, "ready": self.is_ready(), "pid": _pid(),
+                            "reindex": self.worker.job.as_dict() if self.worker.job else None}
+        return report
+
+    def _chunks(self, persona: str) -> int | None:
+        for sink in self.indexer.sinks:
+            stats = getattr(sink, "stats", None)
+            if stats is not None:
+                try:
+                    return stats(persona).as_dict().get("chunks")
+                except Exception:
+                    return None
+        return None
+
+    def is_ready(self) -> bool:
+        return self.indexer is not None and self.worker.stats.first_success
+
+    def request_reindex(self, personas):
+        return self.worker.request_reindex(personas or None).as_dict()
+
+    def reindex_status(self):
+        job = self.worker.job
+        return job.as_dict() if job else None
+
+    def project_add(self, name, labels):
+        self.indexer.state.project_add(name, labels)
+        return {"project": name, "sessions": self.indexer.state.projects().get(name, [])}
+
+    def project_remove(self, name, labels):
+        removed = self.indexer.state.project_remove(name, labels)
+        return {"project": name, "removed": removed, "sessions": self.indexer.state.projects().get(name, [])}
+
+    def projects(self):
+        return self.indexer.state.projects()
+
+    def set_visibility(self, label, visibility):
+        return self.indexer.state.set_visibility(label, visibility)
+
+
+def _pid() -> int:
+    import os
+
+    return os.getpid()
+
+
+def run_daemon(config: Config, *, demo_hints: bool = False) -> int:
+    from indexer.cli_common import CliError
+    from indexer.lock import LockHeldError
+
+    daemon = Daemon(config, demo_hints=demo_hints)
+
+    def on_signal(signum, _frame):
+        log.info("daemon.signal", signal=signal.Signals(signum).name)
+        daemon.stop_event.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        daemon.start()
+    except LockHeldError as exc:
+        raise CliError(str(exc)) from None
+    except Exception as exc:
+        daemon.shutdown()
+        raise CliError(f"cannot start: {exc}") from None
+    try:
+        return daemon.run_forever()
+    finally:
+        daemon.shutdown()

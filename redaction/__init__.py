@@ -1,0 +1,29 @@
+"""Secret redaction for indexed agent conversations.
+
+Everything indexed may be recalled into another prompt, so text passes
+through ``redact`` before it is stored. The library is pure (no I/O except
+``KnownSecrets.from_file``), deterministic and idempotent::
+
+    from redaction import redact
+    r = redact("export GITHUB_TOKEN=ghp_...")
+    r.text       # "export GITHUB_TOKEN=ghp_[REDACTED:github-pat]"
+    r.findings   # (Finding(rule='github-pat', start=20, end=60),)
+
+Store ``REDACTION_VERSION`` (and ``ruleset_fingerprint()``) with the index:
+a change means previously indexed text was redacted by different rules.
+"""
+
+from .engine import Finding, Redacted, Redactor, redact
+from .known import IgnoredEntry, KnownSecrets
+from .rules import REDACTION_VERSION, ruleset_fingerprint
+
+__all__ = [
+    "redact",
+    "Redacted",
+    "Finding",
+    "KnownSecrets",
+    "IgnoredEntry",
+    "Redactor",
+    "REDACTION_VERSION",
+    "ruleset_fingerprint",
+]

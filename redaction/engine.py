@@ -1,0 +1,298 @@
+"""Matching, overlap resolution and masking.
+
+Pipeline for one text:
+
+1. ``low``: ASCII-lowercased copy (same offsets) for case-insensitive gates.
+2. Token rules: one locator regex per leading character; at each hit the
+   group's rules are tried in order and validated (boundary, fillers,
+   entropy, structure). Gated rules run only if a gate word occurs.
+3. Detectors (context rules), each behind its gate words.
+4. Known secrets: literal occurrences.
+5. Overlapping candidates merge into one span (the union, so nothing is
+   left half-masked); the most specific rule names it.
+6. Masking: ``***`` for short spans, else an optional kind prefix plus
+   ``[REDACTED:<rule>]``. Spans touching an existing marker are skipped, so
+   redacting twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable
+
+from .entropy import is_token_placeholder, shannon
+from .known import KnownSecrets
+from .rules import DETECTORS, MIN_TOKEN_LENGTH, TOKEN_RULES, TOKEN_RUN_CHARS, TokenRule, _literal_prefix
+
+__all__ = ["Finding", "Redacted", "Redactor", "redact", "SHORT_SECRET", "MARKER_RE"]
+
+SHORT_SECRET = 12
+"""Spans shorter than this become ``***``: a marker would be longer than the
+secret and a kept prefix would be a large share of it."""
+
+MARKER_RE = re.compile(r"\[REDACTED:[a-z0-9-]{1,64}\]")
+
+# Which rule names a merged span: the most specific wins.
+_PRIO_TOKEN, _PRIO_KNOWN, _PRIO_STRUCT, _PRIO_CONTEXT = 40, 30, 20, 10
+_DETECTOR_PRIO = {"private-key": _PRIO_STRUCT, "kubernetes-secret": _PRIO_STRUCT, "url-credentials": _PRIO_STRUCT,
+                  "authorization-header": _PRIO_STRUCT, "cookie": _PRIO_STRUCT, "cli-credentials": _PRIO_STRUCT}
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A redacted span of the *original* text, named by the rule that found it."""
+
+    rule: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class Redacted:
+    text: str
+    findings: tuple[Finding, ...]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.findings)
+
+
+_ASCII_LOWER = {c: c + 32 for c in range(65, 91)}
+
+
+def _ascii_lower(text: str) -> str:
+    low = text.lower()
+    # Some non-ASCII characters lowercase to two code points; offsets must match.
+    return low if len(low) == len(text) else text.translate(_ASCII_LOWER)
+
+
+class _Compiled:
+    """The ruleset compiled once, indexed for dispatch."""
+
+    def __init__(self, rules: tuple[TokenRule, ...]) -> None:
+        self.by2: dict[str, list[tuple[int, TokenRule, re.Pattern[str]]]] = {}
+        self.by1: dict[str, list[tuple[int, TokenRule, re.Pattern[str]]]] = {}
+        self.run_rules: list[tuple[int, TokenRule, re.Pattern[str]]] = []
+        self.text_rules: list[tuple[int, TokenRule, re.Pattern[str]]] = []
+        for order, rule in enumerate(rules):
+            entry = (order, rule, re.compile(rule.pattern))
+            lit = _literal_prefix(rule.pattern)
+            if rule.run_gates:
+                self.run_rules.append(entry)
+            elif len(lit) >= 2:
+                self.by2.setdefault(lit[:2], []).append(entry)
+            elif lit:
+                self.by1.setdefault(lit, []).append(entry)
+            else:
+                self.text_rules.append(entry)
+        self.allow = {r.allow: re.compile(r.allow) for r in rules if r.allow}
+        # One search per run decides whether any run-gated rule can apply.
+        gates = sorted({g for _, r, _ in self.run_rules for g in r.run_gates}, key=len, reverse=True)
+        self.run_gate_re = re.compile("|".join(map(re.escape, gates)) or "(?!)")
+
+
+_COMPILED = _Compiled(TOKEN_RULES)
+
+# A token-like run: 16+ characters that can make up a token. Prose rarely has
+# one, so this single scan is what most text costs. The lookbehind keeps the
+# scan from restarting inside a run (quadratic on long words otherwise).
+_RUN_RE = re.compile(r"(?<![%s])[%s]{%d,}" % (TOKEN_RUN_CHARS, TOKEN_RUN_CHARS, MIN_TOKEN_LENGTH))
+# Where a token may start inside a run: not directly after a letter or digit.
+_START_RE = re.compile(r"(?<![A-Za-z0-9])[A-Za-z0-9_]")
+# Exact prefilter for _RUN_RE: map token characters to "a", other ASCII to a
+# space; a run exists iff 16 "a"s are adjacent. str.translate has a fast
+# ASCII path, so most prose skips the (slower) character-class scan.
+# Done on UTF-8 bytes: ASCII bytes keep their values and every non-ASCII
+# byte is >= 0x80 (mapped to a space), so the test stays exact, and
+# bytes.translate has no slow path for non-ASCII text as str.translate does.
+_RUN_TABLE = bytes(ord("a") if i < 128 and re.fullmatch("[%s]" % TOKEN_RUN_CHARS, chr(i)) else ord(" ")
+                   for i in range(256))
+_RUN_PROBE = b"a" * MIN_TOKEN_LENGTH
+
+
+def _has_run(text: str) -> bool:
+    return _RUN_PROBE in text.encode("utf-8", "surrogatepass").translate(_RUN_TABLE)
+
+
+def _valid(rule: TokenRule, secret: str) -> bool:
+    if rule.fillers and is_token_placeholder(secret):
+        return False
+    if rule.entropy and shannon(secret) < rule.entropy:
+        return False
+    if rule.allow and _COMPILED.allow[rule.allow].fullmatch(secret):
+        return False
+    return rule.check is None or rule.check(secret)
+
+
+def _accept(rule: TokenRule, m: re.Match[str], text: str, gate) -> tuple[int, int] | None:
+    """Validate one rule match; return the secret span or None."""
+    p = m.start()
+    if rule.left and p > 0 and text[p - 1] in rule.left:
+        return None
+    s, e = m.span("s") if "s" in m.re.groupindex else m.span()
+    if e <= s or not _valid(rule, text[s:e]):
+        return None
+    if rule.gates:
+        for g in rule.gates:
+            if gate(g):
+                return s, e
+        return None
+    return s, e
+
+
+def _scan_tokens(text: str, low: str, cands: list, gate) -> None:
+    by2, by1 = _COMPILED.by2, _COMPILED.by1
+    runs = _RUN_RE.finditer(text) if _has_run(text) else ()
+    for run in runs:
+        rs, re_ = run.span()
+        skip = rs
+        for st in _START_RE.finditer(text, rs, re_):
+            p = st.start()
+            if p < skip:
+                continue
+            entries = by2.get(text[p:p + 2])
+            one = by1.get(text[p])
+            if one:
+                entries = (entries or []) + one
+            if not entries:
+                continue
+            for order, rule, rx in entries:
+                m = rx.match(text, p)
+                if m is not None:
+                    span = _accept(rule, m, text, gate)
+                    if span:
+                        cands.append((span[0], span[1], rule.id, rule.keep, _PRIO_TOKEN, -order))
+                        skip = max(skip, span[1])
+        if _COMPILED.run_gate_re.search(text, rs, re_) is None:
+            continue
+        chunk = text[rs:re_]
+        for order, rule, rx in _COMPILED.run_rules:
+            for g in rule.run_gates:
+                if g in chunk:
+                    for m in rx.finditer(text, rs, re_):
+                        span = _accept(rule, m, text, gate)
+                        if span:
+                            cands.append((span[0], span[1], rule.id, rule.keep, _PRIO_TOKEN, -order))
+                    break
+    for order, rule, rx in _COMPILED.text_rules:
+        for g in rule.gates:
+            if gate(g):
+                for m in rx.finditer(text):
+                    span = _accept(rule, m, text, _always)
+                    if span:
+                        cands.append((span[0], span[1], rule.id, rule.keep, _PRIO_TOKEN, -order))
+                break
+
+
+def _always(_word: str) -> bool:
+    return True
+
+
+class Redactor:
+    """Redacts text with the built-in ruleset plus optional known secrets.
+
+    Stateless apart from its configuration, so one instance can be shared
+    across threads.
+    """
+
+    __slots__ = ("_known",)
+
+    def __init__(self, known: KnownSecrets | Iterable[str] | None = None) -> None:
+        if known is not None and not isinstance(known, KnownSecrets):
+            known = KnownSecrets(known)
+        self._known = known if known else None
+
+    @property
+    def known(self) -> KnownSecrets | None:
+        return self._known
+
+    def find(self, text: str) -> tuple[Finding, ...]:
+        """The spans ``redact`` would mask, without building the output."""
+        return tuple(Finding(rule, s, e) for s, e, rule, _keep in self._segments(text))
+
+    def redact(self, text: str) -> Redacted:
+        segments = self._segments(text)
+        if not segments:
+            return Redacted(text, ())
+        out: list[str] = []
+        last = 0
+        for s, e, rule, keep in segments:
+            out.append(text[last:s])
+            secret = text[s:e]
+            out.append("***" if len(secret) < SHORT_SECRET else f"{secret[:keep]}[REDACTED:{rule}]")
+            last = e
+        out.append(text[last:])
+        return Redacted("".join(out), tuple(Finding(rule, s, e) for s, e, rule, _keep in segments))
+
+    def _segments(self, text: str) -> list[tuple[int, int, str, int]]:
+        if not text:
+            return []
+        low = _ascii_lower(text)
+        memo: dict[str, bool] = {}
+
+        def gate(word: str) -> bool:
+            # Each substring test scans the text; many rules share words.
+            hit = memo.get(word)
+            if hit is None:
+                hit = memo[word] = word in low
+            return hit
+
+        cands: list[tuple[int, int, str, int, int, int]] = []
+        _scan_tokens(text, low, cands, gate)
+        for det in DETECTORS:
+            if det.gates:
+                for g in det.gates:
+                    if gate(g):
+                        break
+                else:
+                    continue
+            prio = _DETECTOR_PRIO.get(det.id, _PRIO_CONTEXT)
+            for rule, s, e, keep in det.find(text, low):
+                cands.append((s, e, rule, keep, prio, 0))
+        if self._known is not None:
+            for s, e in self._known.spans(text):
+                cands.append((s, e, "known-secret", 0, _PRIO_KNOWN, 0))
+        if not cands:
+            return []
+        if "[REDACTED:" in text:
+            cands = _drop_marked(text, cands)
+        return _merge(cands)
+
+
+def _drop_marked(text: str, cands: list) -> list:
+    """Skip candidates that overlap or run into an existing marker.
+
+    Keeps redaction idempotent: ``ghp_[REDACTED:github-pat]`` must not be
+    re-read as a short ``ghp_`` value followed by text.
+    """
+    marks = [m.span() for m in MARKER_RE.finditer(text)]
+    if not marks:
+        return cands
+    return [c for c in cands if not any(c[0] < me and ms <= c[1] for ms, me in marks)]
+
+
+def _merge(cands: list) -> list[tuple[int, int, str, int]]:
+    """Union of overlapping candidates; the best-ranked one names the span."""
+    cands.sort(key=lambda c: (c[0], -c[1]))
+    out: list[tuple[int, int, str, int]] = []
+    cur_s, cur_e = cands[0][0], cands[0][1]
+    best = cands[0]
+    for c in cands[1:]:
+        if c[0] < cur_e:
+            cur_e = max(cur_e, c[1])
+            if (c[4], c[5], c[1] - c[0]) > (best[4], best[5], best[1] - best[0]):
+                best = c
+        else:
+            out.append((cur_s, cur_e, best[2], best[3] if best[0] == cur_s else 0))
+            cur_s, cur_e, best = c[0], c[1], c
+    out.append((cur_s, cur_e, best[2], best[3] if best[0] == cur_s else 0))
+    return out
+
+
+_DEFAULT = Redactor()
+
+
+def redact(text: str, known: KnownSecrets | Iterable[str] | None = None) -> Redacted:
+    """Redact ``text`` with the built-in rules (and ``known`` secrets, if given)."""
+    return (_DEFAULT if known is None else Redactor(known)).redact(text)

@@ -1,0 +1,108 @@
+"""Exact-value redaction of secrets the operator knows about.
+
+Patterns miss secrets without a recognisable shape (a database password
+like ``correct-horse``). If the deployment knows its own secrets, listing
+them here guarantees they never reach the index, wherever they appear.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping
+from urllib.parse import quote
+
+__all__ = ["KnownSecrets", "IgnoredEntry", "MIN_KNOWN_SECRET_LENGTH"]
+
+# Values shorter than this are ignored: masking every "abc" or "1234" in the
+# corpus would shred ordinary text while protecting almost nothing (such a
+# secret is guessable anyway).
+MIN_KNOWN_SECRET_LENGTH = 4
+
+
+@dataclass(frozen=True, slots=True)
+class IgnoredEntry:
+    """A configured value that was not used. Never contains the value itself."""
+
+    line: int
+    """1-based position in the file / list."""
+    reason: str
+
+
+class KnownSecrets:
+    """An immutable set of literal secrets to redact wherever they occur.
+
+    Each value is also matched in its JSON-escaped and URL-encoded forms,
+    the two encodings transcripts most often add around a value.
+    """
+
+    __slots__ = ("_values", "_needles", "_ignored")
+
+    def __init__(self, values: Iterable[str] = (), *, min_length: int = MIN_KNOWN_SECRET_LENGTH) -> None:
+        kept: list[str] = []
+        ignored: list[IgnoredEntry] = []
+        seen: set[str] = set()
+        for i, raw in enumerate(values, start=1):
+            value = raw.strip()
+            if not value:
+                ignored.append(IgnoredEntry(i, "blank"))
+            elif len(value) < min_length:
+                ignored.append(IgnoredEntry(i, f"shorter than {min_length} characters: matching it literally "
+                                               "would redact ordinary text"))
+            elif value not in seen:
+                seen.add(value)
+                kept.append(value)
+        needles: set[str] = set()
+        for v in kept:
+            needles.add(v)
+            needles.add(json.dumps(v, ensure_ascii=False)[1:-1])
+            needles.add(quote(v, safe=""))
+        self._values = tuple(kept)
+        # Longest first, so a secret that contains another is masked whole.
+        self._needles = tuple(sorted(needles, key=len, reverse=True))
+        self._ignored = tuple(ignored)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], *, encoding: str = "utf-8") -> KnownSecrets:
+        """One secret per line. Surrounding whitespace is stripped; blank
+        lines and values under MIN_KNOWN_SECRET_LENGTH are skipped and listed
+        in ``ignored``. There is no comment syntax: every other line is a secret."""
+        return cls(Path(path).read_text(encoding=encoding).splitlines())
+
+    @classmethod
+    def from_env(cls, var: str, environ: Mapping[str, str] | None = None) -> KnownSecrets:
+        """Newline-separated secrets in environment variable ``var`` (unset: none)."""
+        env = os.environ if environ is None else environ
+        return cls(env.get(var, "").splitlines())
+
+    @property
+    def values(self) -> tuple[str, ...]:
+        return self._values
+
+    @property
+    def ignored(self) -> tuple[IgnoredEntry, ...]:
+        return self._ignored
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __bool__(self) -> bool:
+        return bool(self._values)
+
+    def __repr__(self) -> str:  # never print the secrets themselves
+        return f"KnownSecrets({len(self._values)} values, {len(self._ignored)} ignored)"
+
+    def __or__(self, other: KnownSecrets) -> KnownSecrets:
+        return KnownSecrets(self._values + other._values)
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Every occurrence of every needle, as (start, end) offsets."""
+        out: list[tuple[int, int]] = []
+        for needle in self._needles:
+            i = text.find(needle)
+            while i >= 0:
+                out.append((i, i + len(needle)))
+                i = text.find(needle, i + 1)
+        return out

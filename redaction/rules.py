@@ -1,0 +1,375 @@
+"""The ruleset, as data.
+
+Two kinds of rules:
+
+* ``TokenRule``: a credential with a recognisable format (``ghp_…``,
+  ``AKIA…``, JWTs). Every token is a run of 16+ token characters, so the
+  engine finds such runs in one scan (they are rare in prose) and, at each
+  place inside a run where a token could start, dispatches on the first two
+  characters to the rules with that literal prefix. Rules without a literal
+  prefix name ``run_gates`` (a substring of the token itself, e.g. ``Q~``);
+  the few whose match spans several runs use whole-text ``gates``.
+* ``Detector``: a context rule written as a function (assignments, headers,
+  URLs with credentials, private-key blocks, Kubernetes Secrets), behind
+  gate words; ``()`` means "always run" and is reserved for cheap scans.
+
+Rule ids follow gitleaks' ids where one exists, so findings can be compared.
+Breadth follows gitleaks' default ruleset (config/gitleaks.toml) plus
+formats it lacks (GCP OAuth, Groq, xAI, Docker Hub, Supabase, ...).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from . import detectors
+from .entropy import shannon
+
+__all__ = ["REDACTION_VERSION", "TokenRule", "Detector", "TOKEN_RULES", "DETECTORS", "ruleset_fingerprint",
+           "MIN_TOKEN_LENGTH", "TOKEN_RUN_CHARS"]
+
+# Bump on any change that alters output for some input; the index stores it
+# and reindexes when it changes. ruleset_fingerprint() catches forgotten bumps.
+REDACTION_VERSION = "1.0.0"
+
+ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+# Characters a token (or a URL/assignment around it) is made of, and the
+# shortest token any run-dispatched rule can match.
+TOKEN_RUN_CHARS = r"A-Za-z0-9_.~+/=:|%$@-"
+MIN_TOKEN_LENGTH = 16
+
+# Right boundaries: the token must not run on into more token characters,
+# otherwise a prefix of an unrelated longer string would match.
+E = r"(?![A-Za-z0-9])"
+E_ = r"(?![A-Za-z0-9_-])"
+E64 = r"(?![A-Za-z0-9+/=])"
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRule:
+    id: str
+    pattern: str
+    """Regex. A group named ``s`` marks the secret; otherwise the whole match."""
+    keep: int = 0
+    """Characters of the secret kept in the mask: a literal prefix naming the kind."""
+    entropy: float = 0.0
+    """Minimum Shannon entropy of the secret (rejects ``AAAA…``-style fillers)."""
+    gates: tuple[str, ...] = ()
+    """Lowercase words, one of which must occur somewhere in the text. For a
+    rule without a literal prefix or run gate this is a prefilter for a scan
+    of the whole text; otherwise a context requirement checked on a match."""
+    run_gates: tuple[str, ...] = ()
+    """Case-sensitive substrings of the token itself: the pattern is searched
+    only inside token-like runs that contain one (runs are short and few)."""
+    left: str | None = ALNUM + "."
+    """Characters that must not directly precede the match (word boundary)."""
+    check: Callable[[str], bool] | None = None
+    """Extra structural validation of the secret."""
+    allow: str | None = None
+    """Regex: a secret matching it is a published example, not a credential."""
+    fillers: bool = True
+    """Reject secrets containing obvious fillers (xxxxx, ***, ..., <...>)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Detector:
+    id: str
+    find: Callable[[str, str], Iterable[tuple[str, int, int, int]]]
+    """(text, ascii-lowercased text) -> (rule id, start, end, keep) candidates."""
+    gates: tuple[str, ...] = ()
+    patterns: tuple[str, ...] = field(default=())
+    """Regex sources used by ``find``; part of the fingerprint."""
+
+
+def _mixed(s: str) -> bool:
+    """Has upper and lower case letters, or letters and digits."""
+    up = any(c.isupper() for c in s)
+    lo = any(c.islower() for c in s)
+    dg = any(c.isdigit() for c in s)
+    return (up and lo) or ((up or lo) and dg)
+
+
+def _has_digit(s: str) -> bool:
+    return any(c.isdigit() for c in s)
+
+
+def _sk_generic(s: str) -> bool:
+    # ``sk-`` is shared by many providers (OpenAI legacy, DeepSeek, Moonshot,
+    # OpenRouter...). The body must look random, so CSS classes such as
+    # ``sk-spinner-wave-bounce`` stay untouched.
+    body = s[3:]
+    return _has_digit(body) and _mixed(body) and shannon(body) >= 3.0
+
+
+def _sas_signature(s: str) -> bool:
+    return shannon(s) > 3.5
+
+
+def _vault_legacy(s: str) -> bool:
+    return _has_digit(s) and _mixed(s)
+
+
+def _slack_legacy_workspace(s: str) -> bool:
+    return _has_digit(s[5:])
+
+
+T = TokenRule
+
+TOKEN_RULES: tuple[TokenRule, ...] = (
+    # ---- cloud: AWS ------------------------------------------------------
+    T("aws-access-key-id", r"A(?:KIA|SIA|BIA|CCA|3T[A-Z0-9])[A-Z0-9]{16}" + E, keep=4, entropy=3.0,
+      allow=r".*EXAMPLE$"),
+    # A secret key printed right after its key id (credentials CSV, CLI output).
+    T("aws-secret-access-key", r"A(?:KIA|SIA)[A-Z0-9]{16}[\s,;:|\"']{1,6}(?P<s>[A-Za-z0-9/+]{40})" + E64,
+      entropy=4.0, check=_mixed),
+    T("aws-bedrock-key", r"ABSK[A-Za-z0-9+/]{109,269}={0,2}" + E64, entropy=3.0),
+    T("aws-bedrock-token", r"bedrock-api-key-YmVkcm9jay5hbWF6b25hd3MuY29t[A-Za-z0-9+/=%-]{0,4096}"),
+    T("aws-session-signature", r"X-Amz-(?:Security-Token|Signature)=(?P<s>[A-Za-z0-9%+/=_-]{32,4096})"),
+    # ---- cloud: Google ----------------------------------------------------
+    T("gcp-api-key", r"AIza[0-9A-Za-z_-]{35}" + E_, keep=4, entropy=3.0),
+    T("gcp-oauth-access-token", r"ya29\.[0-9A-Za-z_-]{30,4096}" + E_, keep=4, entropy=3.0),
+    T("gcp-oauth-refresh-token", r"1//0[0-9A-Za-z_-]{30,4096}" + E_, entropy=3.0),
+    T("gcp-oauth-client-secret", r"GOCSPX-[0-9A-Za-z_-]{28}" + E_, keep=4),
+    T("gcp-signed-url-signature", r"X-Goog-Signature=(?P<s>[0-9a-f]{64,4096})"),
+    T("firebase-cloud-messaging-key", r"AAAA[A-Za-z0-9_-]{7}:APA91b[A-Za-z0-9_-]{100,4096}"),
+    # ---- cloud: Azure -----------------------------------------------------
+    T("azure-storage-account-key", r"AccountKey=(?P<s>[A-Za-z0-9+/]{86,88}={0,2})" + E64),
+    T("azure-shared-access-key", r"SharedAccessKey=(?P<s>[A-Za-z0-9+/]{40,88}={0,2})" + E64),
+    T("azure-sas-token", r"sig=(?P<s>[A-Za-z0-9%+/]{30,4096}(?:=|%3[Dd]){0,2})(?![A-Za-z0-9%+/=])", left=None,
+      check=_sas_signature),
+    T("azure-ad-client-secret",
+      r"(?<![^\\'\"`\s>=:(,)])(?P<s>[a-zA-Z0-9_~.]{3}[0-9]Q~[a-zA-Z0-9_~.-]{31,34})(?![^\\'\"`\s<),])",
+      run_gates=("Q~",), left=None, entropy=3.0),
+    # ---- cloud: others ----------------------------------------------------
+    T("alibaba-access-key-id", r"LTAI[A-Za-z0-9]{20}" + E, keep=4, entropy=3.0),
+    T("digitalocean-token", r"do[opr]_v1_[a-f0-9]{64}" + E, entropy=3.0),
+    T("cloudflare-origin-ca-key", r"v1\.0-[a-f0-9]{24}-[a-f0-9]{146}" + E),
+    T("heroku-api-key-v2", r"HRKU-AA[0-9A-Za-z_-]{58}" + E_, entropy=3.0),
+    T("flyio-access-token", r"f(?:o1_[A-Za-z0-9_-]{43}|m[12][ar]?_[A-Za-z0-9+/]{100,4096}={0,3})" + E64, keep=4,
+      entropy=4.0),
+    T("scalingo-api-token", r"tk-us-[A-Za-z0-9_-]{48}" + E_),
+    T("supabase-access-token", r"sbp_[a-f0-9]{40}" + E, keep=4),
+    T("supabase-secret-key", r"sb_secret_[A-Za-z0-9_-]{20,4096}" + E_),
+    T("netlify-access-token", r"nfp_[A-Za-z0-9]{36}" + E, keep=4),
+    T("vercel-access-token", r"vcp_[A-Za-z0-9]{40,4096}" + E, keep=4),
+    T("planetscale-token", r"pscale_(?:tkn|oauth|pw)_[A-Za-z0-9_=.-]{32,64}" + E_, entropy=3.0),
+    T("pulumi-api-token", r"pul-[a-f0-9]{40}" + E, keep=4),
+    T("hashicorp-tf-api-token", r"(?<![A-Za-z0-9])[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,70}" + E_,
+      run_gates=(".atlasv1.",), left=None, entropy=3.5),
+    T("vault-service-token", r"hv[sbr]\.[A-Za-z0-9_-]{90,300}" + E_, keep=4, entropy=3.5),
+    T("vault-token-legacy", r"s\.[A-Za-z0-9]{24}" + E, check=_vault_legacy,
+      gates=("vault",)),  # "s." alone is too common a prefix: require context
+    T("doppler-api-token", r"dp\.(?:pt|st|sa|ct|scim|audit)\.(?:[a-z0-9_-]{1,40}\.)?[A-Za-z0-9]{40,44}" + E, keep=3, entropy=2.0),
+    T("1password-service-account-token", r"ops_eyJ[A-Za-z0-9+/]{250,4096}={0,3}" + E64, keep=4, entropy=4.0),
+    T("1password-secret-key",
+      r"A3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5}" + E,
+      entropy=3.0),
+    T("age-secret-key", r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}" + E, keep=4),
+    T("databricks-api-token", r"dapi[a-f0-9]{32}(?:-[0-9])?" + E, keep=4, entropy=3.0),
+    T("clickhouse-cloud-api-secret-key", r"4b1d[A-Za-z0-9]{38}" + E, entropy=3.0),
+    T("dynatrace-api-token", r"dt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}" + E, entropy=3.5),
+    T("grafana-cloud-api-token", r"glc_[A-Za-z0-9+/]{32,400}={0,3}" + E64, entropy=3.0),
+    T("grafana-service-account-token", r"glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}" + E, entropy=3.0),
+    T("grafana-api-key", r"eyJrIjoi[A-Za-z0-9]{70,400}={0,3}" + E64, keep=3, entropy=3.0),
+    T("sentry-org-token", r"sntrys_eyJ[A-Za-z0-9+/=_]{60,4096}" + E64, entropy=4.0),
+    T("sentry-user-token", r"sntryu_[a-f0-9]{64}" + E),
+    T("new-relic-key", r"NR(?:AK|II|JS)-[A-Za-z0-9-]{19,32}" + E, entropy=3.0),
+    T("postman-api-token", r"PMAK-[a-fA-F0-9]{24}-[a-fA-F0-9]{34}" + E),
+    T("infracost-api-token", r"ico-[A-Za-z0-9]{32}" + E, keep=4, entropy=3.0),
+    T("octopus-deploy-api-key", r"API-[A-Z0-9]{26}" + E, keep=4, entropy=3.0),
+    T("sourcegraph-access-token", r"sgp_(?:[a-fA-F0-9]{16}_|local_)?[a-fA-F0-9]{40}" + E, keep=4, entropy=3.0),
+    T("openshift-user-token", r"sha256~[A-Za-z0-9_-]{43}" + E_, entropy=3.5),
+    T("harness-api-key", r"pat\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{20}" + E, keep=4),
+    T("harness-api-key", r"sat\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{20}" + E, keep=4),
+    T("intra42-client-secret", r"s-s4t2(?:ud|af)-[a-f0-9]{64}" + E),
+    T("maxmind-license-key", r"(?<![A-Za-z0-9])[A-Za-z0-9]{6}_[A-Za-z0-9]{29}_mmk" + E, run_gates=("_mmk",), left=None,
+      entropy=3.5),
+    T("prefect-api-token", r"pnu_[A-Za-z0-9]{36}" + E, keep=4, entropy=2.0),
+    T("readme-api-token", r"rdme_[a-z0-9]{70}" + E, entropy=2.0),
+    T("rubygems-api-token", r"rubygems_[a-f0-9]{48}" + E),
+    T("clojars-api-token", r"CLOJARS_[A-Za-z0-9]{60}" + E),
+    T("npm-access-token", r"npm_[A-Za-z0-9]{36}" + E, keep=4, entropy=2.0),
+    T("pypi-upload-token", r"pypi-AgE[A-Za-z0-9_-]{50,4096}" + E_, keep=4),
+    T("dockerhub-access-token", r"dckr_(?:pat|oat)_[A-Za-z0-9_-]{27,4096}" + E_),
+    T("artifactory-api-key", r"AKCp[A-Za-z0-9]{69}" + E, keep=4, entropy=4.0),
+    T("artifactory-reference-token", r"cmVmdGtu[A-Za-z0-9]{56}" + E, entropy=4.0),
+    T("easypost-api-token", r"EZ[AT]K[A-Za-z0-9]{54}" + E),
+    T("duffel-api-token", r"duffel_(?:test|live)_[A-Za-z0-9_=-]{43}" + E_),
+    T("flutterwave-key", r"FLW(?:SECK|PUBK)_TEST-[a-hA-H0-9]{12,32}(?:-X)?" + E),
+    T("frameio-api-token", r"fio-u-[A-Za-z0-9_=-]{64}" + E_),
+    T("settlemint-token", r"sm_(?:aat|pat|sat)_[A-Za-z0-9]{16}" + E),
+    T("shippo-api-token", r"shippo_(?:live|test)_[a-fA-F0-9]{40}" + E),
+    T("typeform-api-token", r"tfp_[A-Za-z0-9_=.-]{59}" + E_, keep=4),
+    T("adobe-client-secret", r"p8e-[A-Za-z0-9]{32}" + E, keep=4, entropy=2.0),
+    T("yandex-api-key", r"AQVN[A-Za-z0-9_-]{35,38}" + E_),
+    T("figma-token", r"figd_[A-Za-z0-9_-]{40}" + E_),
+    T("airtable-personal-access-token", r"pat[A-Za-z0-9]{14}\.[a-f0-9]{64}" + E),
+    T("mapbox-secret-token", r"sk\.eyJ[A-Za-z0-9_-]{40,4096}\.[A-Za-z0-9_-]{20,4096}" + E_),
+    T("sidekiq-secret",
+      r"(?i:bundle_(?:enterprise|gems)__contribsys__com)[A-Za-z0-9_.-]{0,20}[\"']?[ \t]*[:=]{1,2}[ \t]*[\"']?"
+      r"(?P<s>[a-fA-F0-9]{8}:[a-fA-F0-9]{8})" + E, gates=("contribsys",), left=None),
+    # ---- source hosting ----------------------------------------------------
+    T("github-pat", r"ghp_[0-9A-Za-z]{36}" + E, keep=4, entropy=3.0),
+    T("github-oauth", r"gho_[0-9A-Za-z]{36}" + E, keep=4, entropy=3.0),
+    T("github-app-token", r"gh[us]_[0-9A-Za-z]{36}" + E, keep=4, entropy=3.0),
+    T("github-refresh-token", r"ghr_[0-9A-Za-z]{36,76}" + E, keep=4, entropy=3.0),
+    T("github-fine-grained-pat", r"github_pat_[0-9A-Za-z_]{82}" + E, entropy=3.0),
+    T("gitlab-token",
+      r"gl(?:pat|oas|dt|rt|cbt|ptt|ft|imt|agent|soat|ffct|wt)-[0-9A-Za-z_.-]{20,300}" + E_, entropy=3.0),
+    T("gitlab-runner-registration-token", r"GR1348941[A-Za-z0-9_-]{20}" + E_, entropy=3.0),
+    T("gitlab-session-cookie", r"_gitlab_session=(?P<s>[0-9a-z]{32})" + E, left=None),
+    T("bitbucket-app-password", r"ATBB[A-Za-z0-9_=.-]{28,4096}" + E_, entropy=3.0),
+    T("atlassian-api-token", r"AT(?:ATT|CTT)3[A-Za-z0-9_=-]{100,300}" + E_, entropy=3.5),
+    # ---- AI providers ------------------------------------------------------
+    T("anthropic-admin-api-key", r"sk-ant-admin01-[A-Za-z0-9_-]{80,120}" + E_),
+    T("anthropic-api-key", r"sk-ant-api03-[A-Za-z0-9_-]{80,120}" + E_, keep=3),
+    T("claude-code-oauth-token", r"sk-ant-o(?:at|rt)01-[A-Za-z0-9_-]{80,120}" + E_),
+    T("openrouter-api-key", r"sk-or-v1-[a-f0-9]{64}" + E),
+    T("openai-api-key", r"sk-(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{40,4096}" + E_, keep=3, left=ALNUM + "_-"),
+    T("openai-api-key", r"sk-[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}" + E, keep=3, left=ALNUM + "_-"),
+    # Any other ``sk-`` key: legacy OpenAI, DeepSeek, Moonshot, Anthropic of an
+    # unknown version... Placed after the specific ones: first valid wins.
+    T("sk-api-key", r"sk-[A-Za-z0-9_-]{20,4096}" + E_, keep=3, left=ALNUM + "_-", check=_sk_generic),
+    T("huggingface-access-token", r"hf_[A-Za-z0-9]{34}" + E, keep=3, entropy=3.0, check=_mixed),
+    T("huggingface-organization-api-token", r"api_org_[A-Za-z0-9]{34}" + E, entropy=3.0, check=_mixed),
+    T("groq-api-key", r"gsk_[A-Za-z0-9]{52}" + E, keep=4, entropy=3.0),
+    T("perplexity-api-key", r"pplx-[A-Za-z0-9]{48}" + E, keep=4, entropy=3.5),
+    T("xai-api-key", r"xai-[A-Za-z0-9]{70,90}" + E, entropy=3.5),
+    T("replicate-api-token", r"r8_[A-Za-z0-9]{37}" + E, keep=3, entropy=3.0),
+    T("langsmith-api-key", r"lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}" + E),
+    T("pinecone-api-key", r"pcsk_[A-Za-z0-9_]{40,4096}" + E, entropy=3.5),
+    T("tavily-api-key", r"tvly-[A-Za-z0-9-]{30,4096}" + E, entropy=3.5),
+    T("cerebras-api-key", r"csk-[A-Za-z0-9]{40,4096}" + E, entropy=3.5),
+    T("elevenlabs-api-key", r"sk_[a-f0-9]{48}" + E, keep=3),
+    # ---- chat, messaging, SaaS --------------------------------------------
+    T("slack-bot-token", r"xoxb-[0-9]{8,14}-[0-9A-Za-z-]{12,4096}" + E_, keep=4, entropy=2.0, check=_mixed),
+    T("slack-user-token", r"xox[pe]-[0-9]{8,14}-[0-9A-Za-z-]{20,4096}" + E_, keep=4, entropy=2.0, check=_mixed),
+    T("slack-legacy-workspace-token", r"xox[ar]-(?:[0-9]-)?[0-9A-Za-z-]{11,4096}" + E_, keep=4, entropy=2.0,
+      check=_slack_legacy_workspace),
+    T("slack-legacy-token", r"xox[os]-[0-9]{4,20}-[0-9]{4,20}-[0-9]{4,20}-[a-fA-F0-9]{8,64}" + E, keep=4),
+    T("slack-config-token", r"xoxe(?:\.xox[bp])?-[0-9]-[A-Za-z0-9]{140,4096}" + E, keep=4),
+    T("slack-app-token", r"xapp-[0-9]-[A-Za-z0-9]{4,32}-[0-9]{4,20}-[A-Za-z0-9]{8,128}" + E, keep=4),
+    T("slack-webhook-url", r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<s>[A-Za-z0-9+/_-]{40,60})",
+      left=None),
+    T("discord-webhook-url", r"discord(?:app)?\.com/api/webhooks/[0-9]{6,4096}/(?P<s>[A-Za-z0-9_-]{60,70})" + E_,
+      left=None),
+    # The first segment is the base64 of a numeric user id, so it starts with
+    # MT, Mj, Mz, ND, NT, Nj, Nz, OD or OT.
+    T("discord-bot-token", r"M[Tjz][A-Za-z0-9_-]{22,24}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}" + E_,
+      gates=("discord", "bot", "token"), left=ALNUM + "_-", entropy=3.5, check=_mixed),
+    T("discord-bot-token", r"N[DTjz][A-Za-z0-9_-]{22,24}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}" + E_,
+      gates=("discord", "bot", "token"), left=ALNUM + "_-", entropy=3.5, check=_mixed),
+    T("discord-bot-token", r"O[DT][A-Za-z0-9_-]{22,24}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}" + E_,
+      gates=("discord", "bot", "token"), left=ALNUM + "_-", entropy=3.5, check=_mixed),
+    T("telegram-bot-api-token", r"(?:(?<=bot)|(?<![A-Za-z0-9]))[0-9]{5,16}:AA[A-Za-z0-9_-]{30,40}" + E_,
+      run_gates=(":AA",), left=None, entropy=3.0),
+    T("twilio-api-key", r"SK[0-9a-fA-F]{32}" + E, keep=2, entropy=3.0),
+    T("sendgrid-api-token", r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}" + E_, keep=3),
+    T("sendinblue-api-token", r"x(?:keysib|smtpsib)-[a-f0-9]{64}-[A-Za-z0-9]{16}" + E),
+    T("mailgun-private-api-token", r"key-[a-f0-9]{32}" + E, entropy=3.0),
+    T("mailchimp-api-key", r"(?<![A-Za-z0-9])[a-f0-9]{32}-us[0-9]{1,2}" + E, run_gates=("-us",), left=None,
+      entropy=3.0),
+    T("stripe-access-token", r"sk_(?:test|live|prod)_[A-Za-z0-9]{10,99}" + E, keep=3, entropy=2.0),
+    T("stripe-access-token", r"rk_(?:test|live|prod)_[A-Za-z0-9]{10,99}" + E, keep=3, entropy=2.0),
+    T("stripe-webhook-secret", r"whsec_[A-Za-z0-9]{32,4096}" + E),
+    T("shopify-token", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}" + E),
+    T("square-access-token", r"sq0(?:atp-[0-9A-Za-z_-]{22}|csp-[0-9A-Za-z_-]{43})" + E_, entropy=2.0),
+    T("square-access-token", r"EAAA[0-9A-Za-z_-]{60}" + E_, entropy=2.0),
+    T("facebook-page-access-token", r"EAA[MC][A-Za-z0-9]{100,4096}" + E, keep=3, entropy=4.0),
+    T("facebook-access-token", r"(?<![0-9])[0-9]{15,16}(?:\||%7[Cc])[0-9A-Za-z_-]{27,40}" + E_,
+      run_gates=("|", "%7C", "%7c"), left=None, entropy=3.0),
+    T("paypal-braintree-access-token", r"access_token\$production\$[a-z0-9]{16}\$[a-f0-9]{32}" + E, keep=0),
+    T("notion-api-token", r"ntn_[0-9]{11}[A-Za-z0-9]{35}" + E, keep=4, entropy=3.5),
+    T("notion-integration-secret", r"secret_[A-Za-z0-9]{43}" + E, keep=4, entropy=3.5, check=_has_digit),
+    T("linear-api-key", r"lin_(?:api_[A-Za-z0-9]{40}|oauth_[a-f0-9]{64})" + E, entropy=2.0),
+    # ---- generic structured tokens -----------------------------------------
+    T("jwt", r"eyJ[A-Za-z0-9_-]{10,4096}={0,2}\.ey[A-Za-z0-9_-]{10,16384}={0,2}\.(?:[A-Za-z0-9_+/-]{8,4096}={0,2})?"
+             r"(?:\.[A-Za-z0-9_-]{0,4096}\.[A-Za-z0-9_-]{8,4096})?" + E_, keep=3, entropy=3.0),
+    T("jwt-base64", r"ZXlK[A-Za-z0-9+/]{60,4096}={0,2}" + E64, keep=0, entropy=3.0),
+    # Each repetition starts at a newline, so the repeat is unambiguous (no backtracking blow-up).
+    T("putty-private-key", r"(?i:private-lines): ?[0-9]{1,4}\r?\n(?P<s>[A-Za-z0-9+/=]{4,80}(?:\r?\n[A-Za-z0-9+/=]{4,80}){0,200})",
+      left=None, gates=("private-lines",)),
+)
+
+
+DETECTORS: tuple[Detector, ...] = (
+    # Detectors whose first scan is a literal-led regex need no gate: the
+    # scan is as cheap as a substring test would be.
+    Detector("private-key", detectors.find_private_keys,
+             patterns=(detectors.PEM_BEGIN_RE.pattern, detectors.PEM_END_RE.pattern)),
+    Detector("kubernetes-secret", detectors.find_k8s_secrets, gates=("secret",),
+             patterns=(detectors.K8S_KIND_RE.pattern,)),
+    Detector("url-credentials", detectors.find_url_credentials,
+             patterns=(detectors.URL_USERINFO_RE.pattern,)),
+    Detector("authorization-header", detectors.find_auth_headers,
+             patterns=(detectors.AUTH_HEADER_RE.pattern, detectors.BEARER_RE.pattern)),
+    Detector("cookie", detectors.find_cookies, patterns=(detectors.COOKIE_RE.pattern,)),
+    Detector("cli-credentials", detectors.find_cli_credentials, patterns=detectors.CLI_PATTERNS),
+    Detector("password-in-prose", detectors.find_prose_passwords,
+             patterns=(detectors.PROSE_PASSWORD_RE.pattern, detectors.NETRC_RE.pattern)),
+    # Assignments are the catch-all; their scan is anchored on a few words.
+    # An assignment needs an operator: prose without one skips the anchor scans.
+    Detector("assignment", detectors.find_assignments, gates=(":", "=", "</"),
+             patterns=detectors.ASSIGNMENT_PATTERNS),
+    Detector("vendor-assignment", detectors.find_vendor_assignments, gates=(),
+             patterns=detectors.VENDOR_PATTERNS),
+)
+
+
+def ruleset_fingerprint() -> str:
+    """Stable hash of every rule id, pattern and parameter, plus the version.
+
+    Store it next to REDACTION_VERSION: if it changes while the version did
+    not, someone changed the rules without bumping the version.
+    """
+    h = hashlib.sha256(REDACTION_VERSION.encode())
+    for r in TOKEN_RULES:
+        check = getattr(r.check, "__qualname__", "") if r.check else ""
+        h.update(repr((r.id, r.pattern, r.keep, r.entropy, r.gates, r.left, check, r.allow, r.fillers)).encode())
+    for d in DETECTORS:
+        h.update(repr((d.id, d.find.__qualname__, d.gates, d.patterns)).encode())
+    h.update(repr(sorted(detectors.VENDORS.items())).encode())
+    return h.hexdigest()[:16]
+
+
+def _validate() -> None:
+    """Fail fast on malformed rules (import time, once)."""
+    for r in TOKEN_RULES:
+        compiled = re.compile(r.pattern)
+        assert 0 <= r.keep <= 4, r.id
+        if r.run_gates or _literal_prefix(r.pattern):
+            # Run-dispatched: only runs of MIN_TOKEN_LENGTH+ are examined.
+            assert _min_width(compiled) >= MIN_TOKEN_LENGTH, f"{r.id}: shorter than a token run"
+        else:
+            assert r.gates, f"{r.id}: needs a literal prefix, run gates or gates"
+
+
+def _min_width(compiled: re.Pattern[str]) -> int:
+    import re._parser as sre_parse  # stdlib; only used for this sanity check
+
+    return sre_parse.parse(compiled.pattern).getwidth()[0]
+
+
+def _literal_prefix(pattern: str) -> str:
+    """Longest literal prefix of a regex: the text every match starts with."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern) and pattern[i + 1] in ".-/~_$":
+            lit, nxt = pattern[i + 1], i + 2
+        elif c.isalnum() or c in "_-~:=/":
+            lit, nxt = c, i + 1
+        else:
+            break
+        if pattern[nxt:nxt + 1] in ("?", "*", "{", "+"):
+            break
+        out.append(lit)
+        i = nxt
+    return "".join(out)
+
+
+_validate()

@@ -1,0 +1,184 @@
+"""Smoke tests for the benchmarks (bench/): the LoCoMo mapping and the recall metric.
+
+Fast: a hand-made LoCoMo-shaped sample goes through the real ledger writer,
+``sync_once`` and ``Searcher`` with the fake embedder, and the recall of a
+few questions is checked against values worked out by hand, so the metric
+code cannot silently break. The real data file (../shared, CC BY-NC) is only
+read, when present.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import locomo as L
+from bench.common import LOCOMO_PATH, md_table, percentile
+from bench.run_all import BENCHES, header
+
+MINI = {
+    "sample_id": "conv-x",
+    "conversation": {
+        "speaker_a": "Ann",
+        "speaker_b": "Bob",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [
+            {"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a zebrafish named Pip."},
+            {"speaker": "Bob", "dia_id": "D1:2", "text": "Nice! I am learning the cello these days."},
+            {"speaker": "Ann", "dia_id": "D1:3", "text": "My sister lives in Lisbon now.",
+             "img_url": ["https://example.invalid/x.jpg"], "blip_caption": "a photo of a yellow tram",
+             "query": "lisbon tram"},
+        ],
+        "session_2_date_time": "10:00 am on 9 June, 2023",
+        "session_2": [
+            {"speaker": "Bob", "dia_id": "D2:1", "text": "The recital went well, finally."},
+            {"speaker": "Ann", "dia_id": "D2:2", "text": "Pip the zebrafish is growing fast."},
+        ],
+        # like the real data: a date key without a session
+        "session_3_date_time": "10:00 am on 1 July, 2023",
+    },
+    "qa": [
+        {"question": "Where does Ann's sister live, Lisbon?", "evidence": ["D1:3"], "category": 4},
+        {"question": "Which photo showed a tram?", "evidence": ["D1:3"], "category": 1},
+        # "D9:99" matches no turn: dropped; "D1:1; D2:2" is one malformed string holding two ids
+        {"question": "zebrafish", "evidence": ["D1:1; D2:2", "D9:99"], "category": 2},
+        # gold D2:1 (recital) is found, D1:3 (no query word) is not: recall 0.5
+        {"question": "recital", "evidence": ["D2:1", "D1:3"], "category": 3},
+        {"question": "adversarial, excluded", "evidence": ["D1:1"], "category": 5, "adversarial_answer": "x"},
+        {"question": "only a malformed id", "evidence": ["D:11:26"], "category": 2},
+    ],
+}
+
+
+# -- the metric, by hand --------------------------------------------------------------------------
+
+
+def test_recall_at_hand_made_cases():
+    retrieved = ["D1:1", "D1:2", "D1:3", "D2:1"]
+    assert L.recall_at(retrieved, ["D1:2", "D9:9"], 1) == 0.0
+    assert L.recall_at(retrieved, ["D1:2", "D9:9"], 2) == 0.5
+    assert L.recall_at(retrieved, ["D1:2", "D2:1"], 3) == 0.5
+    assert L.recall_at(retrieved, ["D1:2", "D2:1"], 4) == 1.0
+    assert L.recall_at(retrieved, ["D1:2", "D2:1"], 25) == 1.0  # k past the list
+    assert L.recall_at(retrieved, ["D1:1", "D1:1"], 1) == 1.0  # duplicate gold ids count once
+    assert L.recall_at([], ["D1:1"], 5) == 0.0
+    with pytest.raises(ValueError):
+        L.recall_at(retrieved, [], 5)
+    assert L.recalls(retrieved, ["D1:3"]) == {5: 1.0, 10: 1.0, 25: 1.0}
+
+
+def test_aggregate_means_per_category_and_overall():
+    rows = [(1, {5: 1.0, 10: 1.0, 25: 1.0}), (1, {5: 0.0, 10: 0.5, 25: 1.0}), (4, {5: 0.5, 10: 0.5, 25: 0.5})]
+    agg = L.aggregate(rows)
+    assert agg["overall"]["n"] == 3
+    assert agg["overall"][5] == pytest.approx(50.0)
+    assert agg["overall"][10] == pytest.approx(100 * 2 / 3)
+    assert agg[1][10] == pytest.approx(75.0) and agg[1]["n"] == 2
+    assert agg[4][25] == pytest.approx(50.0)
+    assert agg[2]["n"] == 0 and agg[2][5] != agg[2][5]  # NaN for an empty category
+
+
+def test_evidence_parsing_and_turn_ids():
+    valid = {"D1:1", "D2:2", "D8:6", "D9:17", "D30:5"}
+    assert L.gold_ids(["D8:6; D9:17"], valid) == ("D8:6", "D9:17")
+    assert L.gold_ids(["D:11:26", "D30:05", "D1:1", "D1:1"], valid) == ("D1:1",)
+    assert L.gold_ids([], valid) == ()
+    assert L.turn_id_for("conv-26", "D12:3") == "conv-26-D12-3"
+    assert L.dia_of("conv-26-D12-3") == ("conv-26", "D12:3")
+    assert L.dia_of("01HXYZ") is None and L.dia_of(None) is None
+    assert L.parse_session_date("1:56 pm on 8 May, 2023") == 1683554160000
+    lines = L.lines_of(MINI)
+    assert [ln.dia_id for ln in lines] == ["D1:1", "D1:2", "D1:3", "D2:1", "D2:2"]
+    assert lines[1].ts_ms - lines[0].ts_ms == L.LINE_STEP_MS
+    assert L.turn_text(lines[2]) == "Ann: My sister lives in Lisbon now. [shares a photo: a photo of a yellow tram]"
+    qs, dropped = L.questions_of(MINI, {ln.dia_id for ln in lines})
+    assert [q.gold for q in qs] == [("D1:3",), ("D1:3",), ("D1:1", "D2:2"), ("D2:1", "D1:3")]
+    assert dropped == 1  # "only a malformed id"; category 5 is not counted
+
+
+def test_limit_questions_spreads_over_samples():
+    a = [L.Question("a", i, "q", 1, ("D1:1",)) for i in range(5)]
+    b = [L.Question("b", i, "q", 1, ("D1:1",)) for i in range(5)]
+    picked = L.limit_questions([a, b], 4)
+    assert [(q.sample_id, q.number) for q in picked] == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
+    assert len(L.limit_questions([a, b], None)) == 10
+
+
+def test_qmd_result_parsing():
+    hits = [{"file": "qmd://s/turns/conv-x-D1-3.md"}, {"file": "qmd://s/turns/conv-y-D1-1.md"},
+            {"file": "qmd://s/turns/conv-x-D2-1.md?index=big"}, {"file": "qmd://s/turns/conv-x-D1-3.md"}]
+    assert L._qmd_dias(hits, "conv-x") == ["D1:3", "D2:1"]
+
+
+def test_helpers():
+    assert percentile([1, 2, 3, 4], 50) == 2.5 and percentile([5], 95) == 5.0
+    assert md_table(["a", "b"], [[1, 2]]).splitlines()[1] == "| :--- | ---: |"
+    assert [b.name for b in BENCHES] == ["redaction", "locomo", "latency", "daemon"]
+    assert "git commit" in header({"locomo": {"status": "ok", "seconds": 1.0}}, quick=True)
+
+
+# -- end to end with the fake embedder ----------------------------------------------------------------
+
+
+def test_locomo_pipeline_end_to_end_with_fake_embedder(tmp_path: Path):
+    from fake_embedder import FakeEmbedder
+
+    from indexer.config import load_config
+    from indexer.context import Indexer, build_sinks
+    from indexer.search import Searcher
+    from indexer.sync import sync_once
+
+    db = tmp_path / "ledger.db"
+    assert L.write_ledger([MINI], db) == 5
+    config = load_config(None, env={}, overrides={"ledger": {"path": str(db), "personas": [L.PERSONA]},
+                                                  "index": {"dir": str(tmp_path / "index"), "sinks": ["lancedb"]}})
+    embedder = FakeEmbedder()
+    ix = Indexer(config, sinks=build_sinks(config, embedder=embedder), redact=lambda s: s, redaction_version="test")
+    try:
+        summary = sync_once(ix)
+    finally:
+        ix.close()
+    assert summary.documents_written == 5
+
+    qs, _ = L.questions_of(MINI, {ln.dia_id for ln in L.lines_of(MINI)})
+    searcher = Searcher(config, embedder=embedder)
+    try:
+        run = L.run_searcher(searcher, qs, "keyword", "keyword")
+        hybrid = L.run_searcher(searcher, qs, "hybrid", "hybrid")
+    finally:
+        searcher.close()
+    assert run.foreign == 0 and hybrid.foreign == 0
+    # every result maps back to a dia_id of this sample
+    assert all(d in {"D1:1", "D1:2", "D1:3", "D2:1", "D2:2"} for ds in run.per_question for d in ds)
+    assert run.per_question[0][0] == "D1:3"  # sister / Lisbon
+    assert run.per_question[1][0] == "D1:3"  # the image caption is indexed
+    assert set(run.per_question[2][:2]) == {"D1:1", "D2:2"}  # both zebrafish lines
+    assert run.per_question[3] == ["D2:1"]  # only the recital line matches
+    per_q = [L.recalls(d, q.gold)[5] for q, d in zip(qs, run.per_question)]
+    assert per_q == [1.0, 1.0, 1.0, 0.5]
+    agg = L.aggregate([(q.category, L.recalls(d, q.gold)) for q, d in zip(qs, run.per_question)])
+    assert agg["overall"][5] == pytest.approx(87.5)
+    assert agg[3][5] == pytest.approx(50.0) and agg[4][5] == pytest.approx(100.0)
+    # hybrid retrieves at least what keyword found (all 5 turns are within k=25)
+    assert all(set(k) <= set(h) for k, h in zip(run.per_question, hybrid.per_question))
+
+
+@pytest.mark.skipif(not LOCOMO_PATH.exists(), reason="LoCoMo data not present at ../shared/benchmarks")
+def test_real_locomo_mapping_is_recoverable():
+    data = json.loads(LOCOMO_PATH.read_text(encoding="utf-8"))
+    ids = set()
+    n_lines = n_questions = dropped = 0
+    for sample in data:
+        lines = L.lines_of(sample)
+        n_lines += len(lines)
+        for ln in lines:
+            tid = L.turn_id_for(ln.sample_id, ln.dia_id)
+            assert L.dia_of(tid) == (ln.sample_id, ln.dia_id)
+            ids.add(tid)
+        qs, d = L.questions_of(sample, {ln.dia_id for ln in lines})
+        n_questions += len(qs)
+        dropped += d
+    assert len(ids) == n_lines == 5882  # turn ids unique across samples
+    assert n_questions + dropped == 1540 and n_questions == 1535

@@ -1,0 +1,183 @@
+"""memory_search end to end: ledger -> sync -> LanceDB with the real model -> search."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from indexer.config import load_config
+from indexer.context import Indexer, build_sinks, make_embedder
+from indexer.demo import write_demo
+from indexer.retrieval import DocumentNotFound, get_document
+from indexer.search import SearchRequest, Searcher, snippet_for
+from indexer.sync import sync_once
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("search")
+    config = load_config(write_demo(tmp / "demo"), env={})
+    embedder = make_embedder(config)
+    ix = Indexer(config, sinks=build_sinks(config, embedder=embedder))
+    sync_once(ix)
+    searcher = Searcher(config, embedder=embedder, state=ix.state)
+    yield config, ix, searcher, embedder
+    searcher.close()
+    ix.close()
+
+
+def ask(searcher, query, **kw):
+    return searcher.search(SearchRequest(query=query, persona=kw.pop("persona", "atlas"), **kw))
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "vector", "keyword"])
+def test_modes_find_the_decision(demo, mode):
+    _, _, searcher, _ = demo
+    response = ask(searcher, "what did we decide about JWT expiry", mode=mode)
+    assert response.mode == mode and response.model
+    top = response.results[:3]
+    assert any("15-minute" in r.snippet or "15 minutes" in r.snippet for r in top)
+    for r in response.results:
+        assert 0.0 <= r.score <= 1.0 and r.persona == "atlas"
+    assert [r.score for r in response.results] == sorted((r.score for r in response.results), reverse=True)
+
+
+def test_result_shape_matches_the_contract(demo):
+    _, _, searcher, _ = demo
+    data = ask(searcher, "PgBouncer", max_results=3).as_dict()
+    assert set(data) == {"results", "mode", "model", "took_ms"}
+    r = data["results"][0]
+    assert set(r) == {"path", "source", "persona", "session", "turn_id", "kind", "start_line", "end_line", "score",
+                      "snippet", "timestamp"}
+    assert r["session"] == "main" and r["kind"] == "turn" and r["path"].startswith("sessions/main/turns/")
+    assert "PgBouncer" in r["snippet"] and r["timestamp"].endswith("Z")
+
+
+def test_min_score_is_a_threshold_across_queries(demo):
+    _, _, searcher, _ = demo
+    for q in ("JWT expiry", "postgres version", "zzzz unrelated qqqq"):
+        assert ask(searcher, q, min_score=0.99).results == []
+        loose = ask(searcher, q, min_score=0.0).results
+        cut = ask(searcher, q, min_score=0.4).results
+        assert all(r.score >= 0.4 for r in cut) and len(cut) <= len(loose)
+    assert all(r.score < 0.35 for r in ask(searcher, "zzzz unrelated qqqq", mode="keyword").results)
+
+
+def test_memory_source_and_sources_filter(demo):
+    _, _, searcher, _ = demo
+    mem = ask(searcher, "canary deploys", sources=["memory"]).results
+    assert mem and all(r.source == "memory" and r.session is None and r.kind == "memory" for r in mem)
+    sess = ask(searcher, "canary deploys", sources=["sessions"]).results
+    assert all(r.source == "sessions" for r in sess)
+
+
+def test_personas_are_isolated(demo):
+    _, _, searcher, _ = demo
+    assert all(r.persona == "nova" for r in ask(searcher, "vinaigrette", persona="nova").results)
+    assert not any("vinaigrette" in r.snippet.lower() for r in ask(searcher, "vinaigrette").results)
+
+
+def test_secrets_never_reach_results(demo):
+    from indexer.demo import DEMO_SECRETS
+
+    _, _, searcher, _ = demo
+    for q in ("deploy env AWS key", "billing connect postgres"):
+        for r in ask(searcher, q, max_results=20).results:
+            for secret in DEMO_SECRETS:
+                assert secret not in r.snippet
+
+
+def test_get_returns_stored_text_and_line_ranges(demo):
+    config, ix, searcher, _ = demo
+    hit = ask(searcher, "PgBouncer", max_results=1).results[0]
+    whole = get_document(config, "atlas", hit.path)
+    assert whole.text.startswith("Session: main\nTurn: ")
+    part = get_document(config, "atlas", hit.path, from_line=hit.start_line, lines=hit.end_line - hit.start_line + 1)
+    assert "PgBouncer" in part.text
+    with pytest.raises(DocumentNotFound):
+        get_document(config, "nova", hit.path)  # another persona's path
+    ix.state.set_visibility("main", "private")
+    try:
+        with pytest.raises(DocumentNotFound):
+            get_document(config, "atlas", hit.path, session="worker/auth #2")
+        assert get_document(config, "atlas", hit.path, session="main").text == whole.text
+    finally:
+        ix.state.set_visibility("main", "shared")
+
+
+def test_private_session_is_hidden_from_others(demo):
+    _, ix, searcher, _ = demo
+    ix.state.set_visibility("dm:+1 555/123", "private")
+    try:
+        others = ask(searcher, "Kafka retention", session="main", max_results=20).results
+        assert all(r.session != "dm:+1 555/123" for r in others)
+        own = ask(searcher, "Kafka retention", session="dm:+1 555/123", max_results=20).results
+        assert any(r.session == "dm:+1 555/123" for r in own)
+    finally:
+        ix.state.set_visibility("dm:+1 555/123", "shared")
+
+
+def test_snippet_shows_matching_lines():
+    text = "User: hello\n\nAssistant: we chose Postgres 16.4\nline four\nline five"
+    snippet, lo, hi = snippet_for(text, 5, ["postgres"])
+    assert "Postgres 16.4" in snippet and lo >= 5
+
+
+def test_forced_reindex_embeds_nothing_new_and_search_never_goes_empty(demo):
+    config, ix, searcher, embedder = demo
+    inner = embedder.inner
+    calls_before = inner.calls
+    answers: list[int] = []
+    stop = threading.Event()
+
+    def hammer():
+        while not stop.is_set():
+            answers.append(len(ask(searcher, "JWT expiry").results))
+
+    t = threading.Thread(target=hammer)
+    t.start()
+    try:
+        summary = sync_once(ix, force=True)
+    finally:
+        stop.set()
+        t.join()
+    assert summary.personas["atlas"].mode == "rebuild"
+    assert inner.calls == calls_before  # every body came from the cache
+    assert embedder.hits > 0
+    assert answers and min(answers) > 0
+
+
+def cli(*args, stdin=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_INDEXER_")}
+    return subprocess.run([sys.executable, "-m", "indexer.cli", *args], cwd=ROOT, env=env, input=stdin,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_cli_search_get_and_batch(demo):
+    config, _, _, _ = demo
+    cfg = str(config.index.dir.parent / "ledger-indexer.toml")
+    out = cli("--config", cfg, "search", "postgres upgrade", "--persona", "atlas", "--json", "-n", "3")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert len(data["results"]) <= 3 and data["mode"] == "hybrid"
+    path = data["results"][0]["path"]
+    got = cli("--config", cfg, "get", path, "--persona", "atlas", "--from", "1", "--lines", "2")
+    assert got.returncode == 0 and got.stdout.startswith("Session: ")
+    batch = "\n".join([json.dumps({"id": 1, "query": "JWT", "persona": "atlas"}),
+                       json.dumps({"query": "vinaigrette", "persona": "nova", "mode": "keyword"}),
+                       json.dumps({"query": "", "persona": "atlas"}), "not json"]) + "\n"
+    res = cli("--config", cfg, "search", "--batch", "-", stdin=batch)
+    lines = [json.loads(x) for x in res.stdout.splitlines()]
+    assert len(lines) == 4 and lines[0]["id"] == 1 and lines[0]["results"]
+    assert lines[1]["results"] and "error" in lines[2] and "error" in lines[3]
+    assert res.returncode == 1
+    bad = cli("--config", cfg, "search", "x", "--persona", "atlas", "--scope", "session")
+    assert bad.returncode == 2 and "session" in bad.stderr
