@@ -315,7 +315,8 @@ class PersonaStatus(BaseModel):
     lag: int | None = Field(None, description="ledger_head - cursor.")
     documents: int | None = None
     chunks: int | None = None
-    last_sync_at: str | None = Field(None, description="ISO-8601 time of the last sync batch.")
+    last_sync_at: float | str | None = Field(None, description="Time of the last sync batch (Unix seconds or "
+                                                               "ISO-8601).")
     last_sync_seconds: float | None = None
     bad_rows_skipped: int | None = None
     model: str | None = Field(None, description="Embedding model.")

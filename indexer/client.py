@@ -64,7 +64,10 @@ def follow_reindex(config: Config, *, personas=None, as_json: bool = False) -> i
     bars: dict[str, tqdm] = {}
     while True:
         try:
-            job = httpx.get(base + "/v1/admin/reindex", headers=headers, timeout=10).json()
+            reply = httpx.get(base + "/v1/admin/reindex", headers=headers, timeout=10)
+            if reply.status_code != 200:
+                raise CliError(f"the daemon stopped reporting the reindex ({reply.status_code}): {reply.text}")
+            job = reply.json()
         except (httpx.HTTPError, ValueError) as exc:
             raise CliError(f"lost the daemon while following the reindex: {exc}") from None
         for persona, p in (job.get("progress") or {}).items():

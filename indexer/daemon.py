@@ -15,6 +15,7 @@ Threads:
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import threading
@@ -36,7 +37,8 @@ log = structlog.get_logger("indexer.daemon")
 
 BACKOFF_BASE_S = 1.0
 BACKOFF_CAP_S = 60.0
-STALL_AFTER_S = 600.0  # a pass with no progress for this long stops the watchdog pings
+STALL_AFTER_S = 600.0
+WORKER_JOIN_S = 7.0  # SIGTERM must end the process within 10 s  # a pass with no progress for this long stops the watchdog pings
 
 
 @dataclass
@@ -161,7 +163,7 @@ class SyncWorker:
         if stats.consecutive_errors:
             self._errors.success("sync")
         stats.consecutive_errors, self._not_before = 0, 0.0
-        self.d.metrics_sync(seconds, summary.documents_written, ok=True)
+        self.d.metrics_sync(seconds, summary.documents_written, ok=True)  # after last_summary is set
         return summary.as_dict()
 
     def _failed(self, exc: Exception, started: float) -> None:
@@ -290,6 +292,19 @@ class Daemon:
         thread.start()
         self._threads.append(thread)
 
+    def _ledger_signature(self) -> tuple:
+        """Size and mtime of the ledger and its WAL. Our own read-only opens
+        touch ``-shm`` and can raise inotify events on ``-wal`` without
+        changing either, so only a changed signature means new ledger data."""
+        out = []
+        for suffix in ("", "-wal"):
+            try:
+                st = Path(str(self.config.ledger.path) + suffix).stat()
+                out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+            except OSError:
+                out.append(None)
+        return tuple(out)
+
     def _watch_loop(self) -> None:
         import watchfiles
 
@@ -297,23 +312,29 @@ class Daemon:
         names = {ledger.name, ledger.name + "-wal"}
         memory_roots = [p.resolve() for entries in self.config.memory.values() for p in entries]
 
+        def is_ledger(path: Path) -> bool:
+            return path.parent == ledger.parent and path.name in names
+
         def relevant(_change, path: str) -> bool:
             p = Path(path)
-            if p.parent == ledger.parent and p.name in names:
-                return True
-            return p.suffix == ".md" and any(p == r or r in p.parents for r in memory_roots)
+            return is_ledger(p) or (p.suffix == ".md" and any(p == r or r in p.parents for r in memory_roots))
 
         failures = RateLimitedLogger(log, every_s=300)
+        signature = self._ledger_signature()
         while not self.stop_event.is_set():
             paths = [p for p in self._watch_paths() if p.exists()]
             if not paths:
                 self.stop_event.wait(5)
                 continue
             try:
-                for _changes in watchfiles.watch(*paths, watch_filter=relevant, debounce=self.config.sync.debounce_ms,
-                                                 step=20, stop_event=self.stop_event, raise_interrupt=False,
-                                                 recursive=True):
-                    self.worker.wake()
+                for changes in watchfiles.watch(*paths, watch_filter=relevant, debounce=self.config.sync.debounce_ms,
+                                                step=20, stop_event=self.stop_event, raise_interrupt=False,
+                                                recursive=True):
+                    memory_changed = any(not is_ledger(Path(p)) for _, p in changes)
+                    current = self._ledger_signature()
+                    if memory_changed or current != signature:
+                        signature = current
+                        self.worker.wake()
                 failures.success("watcher")
             except Exception as exc:  # the folder vanished, inotify limits...: the interval job covers us
                 failures.failure("watcher", "watcher.failed", error=str(exc))
@@ -354,12 +375,19 @@ class Daemon:
         self.notifier.stopping(status="stopping")
         if getattr(self, "scheduler", None) is not None:
             self.scheduler.shutdown(wait=False)
-        if self.worker.thread.is_alive():
-            self.worker.thread.join(timeout=8)
         if self.server is not None:
             self.server.should_exit = True
+        if self.worker.thread.is_alive():
+            self.worker.thread.join(timeout=WORKER_JOIN_S)
         for thread in self._threads:
             thread.join(timeout=3)
+        if self.worker.thread.is_alive():
+            # A write is still running (a long embedding batch). Leaving now is
+            # safe by design: nothing is committed to the state DB before the
+            # sinks, and a sink commit is atomic. Exiting through the interpreter
+            # would abort on native threads, so leave at once, with success.
+            log.warning("daemon.abandoning_batch", waited_s=WORKER_JOIN_S)
+            os._exit(0)
         if self.searcher is not None:
             self.searcher.close()
         if self.indexer is not None:
@@ -386,12 +414,19 @@ Press Ctrl-C to stop.
     # -- metrics glue --------------------------------------------------------------------------
 
     def metrics_sync(self, seconds: float, written: int, *, ok: bool) -> None:
-        if self.metrics is not None:
-            self.metrics.observe_sync(seconds, written, ok)
-            summary = self.worker.stats.last_summary or {}
-            for persona, ps in (summary.get("personas") or {}).items():
-                if ps.get("head") is not None and ps.get("cursor") is not None:
-                    self.metrics.set_lag(persona, max(0, ps["head"] - ps["cursor"]))
+        if self.metrics is None:
+            return
+        self.metrics.observe_sync(seconds, written, ok)
+        if not ok:
+            return
+        self.metrics.set_ready(True)
+        summary = self.worker.stats.last_summary or {}
+        for persona, ps in (summary.get("personas") or {}).items():
+            if ps.get("head") is not None and ps.get("cursor") is not None:
+                self.metrics.set_lag(persona, max(0, ps["head"] - ps["cursor"]))
+            if ps.get("documents_skipped_bad"):
+                self.metrics.add_bad_rows(persona, ps["documents_skipped_bad"])
+            self.metrics.set_documents(persona, self.indexer.state.document_count(persona))
 
     # -- ApiBackend ------------------------------------------------------------------------------
 
@@ -441,6 +476,20 @@ Press Ctrl-C to stop.
         return self.indexer is not None and self.worker.stats.first_success
 
     def request_reindex(self, personas):
+        from indexer.api import ApiError
+
+        if personas:
+            known = set(self.indexer.state.personas_indexed()) | set(self.config.ledger.personas)
+            if not known:
+                try:
+                    reader = self.indexer.reader()
+                    known = set(reader.personas())
+                    reader.close()
+                except Exception:
+                    known = set(personas)
+            unknown = sorted(set(personas) - known)
+            if unknown:
+                raise ApiError(f"unknown persona(s): {', '.join(unknown)}", 404)
         return self.worker.request_reindex(personas or None).as_dict()
 
     def reindex_status(self):

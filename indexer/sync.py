@@ -42,7 +42,7 @@ SESSIONS_PER_BATCH = 50
 HISTORY_ROWS_PER_BATCH = 2000
 # Documents per sink write: bounds the time between stop checks (SIGTERM) and
 # the memory of one embedding batch; hashes are committed after each write.
-DOCS_PER_WRITE = 64
+DOCS_PER_WRITE = 32
 LEDGER_IDENTITY_KEY = "ledger_identity_v1"
 DONE_STATUSES = ("completed", "failed")
 

@@ -13,8 +13,9 @@ linear in the text for every scan.
 
 from __future__ import annotations
 
+import itertools
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 from .entropy import (
     is_code_reference,
@@ -36,6 +37,48 @@ def _masked(value: str) -> bool:
     return _MARKER in value or "***" in value
 
 
+def overlapping(rx: re.Pattern[str], s: str, pos: int = 0, endpos: int | None = None) -> Iterator[re.Match[str]]:
+    """Like ``finditer`` but resumes one character after each match start.
+
+    A rejected match must not hide a later one it overlapped ("CURL x CURL -u
+    a:b"): otherwise what is found would depend on text that redaction may
+    change, and a second pass could mask more (not idempotent). Every scan
+    here is literal-led, so resuming costs a fast search to the next literal.
+    """
+    end = len(s) if endpos is None else endpos
+    while (m := rx.search(s, pos, end)) is not None:
+        yield m
+        pos = m.start() + 1
+
+
+def word_before(text: str, pos: int, extra: str = "") -> bool:
+    """Is the character before ``pos`` part of a word (or in ``extra``)?
+
+    A marker or ``***`` stands in for the word characters it replaced, so it
+    counts as a word character: a boundary that did not exist before
+    redaction must not appear after it (idempotence).
+    """
+    if pos <= 0:
+        return False
+    c = text[pos - 1]
+    if c.isalnum() or c in extra:
+        return True
+    if c == "]":
+        i = text.rfind(_MARKER, max(0, pos - 90), pos)
+        return i >= 0 and text.find("]", i) == pos - 1
+    return c == "*" and text[pos - 3:pos] == "***"
+
+
+def _in_marker(text: str, pos: int) -> bool:
+    """True if ``pos`` lies inside a ``[REDACTED:rule]`` marker.
+
+    Marker text must never act as context (``...-secret-access-key] = v``
+    would otherwise read as a name on a second pass).
+    """
+    i = text.rfind(_MARKER, max(0, pos - 90), pos + 1)
+    return i >= 0 and text.find("]", i) >= pos
+
+
 # --------------------------------------------------------------------------
 # Private-key blocks (PEM, OpenSSH, PGP). The BEGIN/END lines stay visible.
 # --------------------------------------------------------------------------
@@ -44,7 +87,8 @@ PEM_BEGIN_RE = re.compile(r"-----BEGIN[ A-Z0-9_-]{0,60}PRIVATE KEY(?: BLOCK)?---
 PEM_END_RE = re.compile(r"-----END[ A-Z0-9_-]{0,60}PRIVATE KEY(?: BLOCK)?-----")
 _ESCAPED_BODY_RE = re.compile(r"(?:\\[nr]|[A-Za-z0-9+/=])+")
 _PEM_HEADER_LINE_RE = re.compile(r"[ \t]*[A-Za-z][A-Za-z-]*:[^\n]*")
-_PEM_DATA_LINE_RE = re.compile(r"[ \t]*[A-Za-z0-9+/=]{4,}[ \t]*\r?")
+# Key material lines; chunks may be space-separated (newlines collapsed).
+_PEM_DATA_LINE_RE = re.compile(r"[ \t]*[A-Za-z0-9+/=]{4,}(?:[ \t]+[A-Za-z0-9+/=]{4,})*[ \t]*\r?")
 _MAX_KEY_BLOCK = 65536
 
 
@@ -57,7 +101,7 @@ def find_private_keys(text: str, low: str) -> Iterator[Candidate]:
         if end_m:
             body_end = end_m.start()
         elif text.startswith("\\n", start):
-            em = _ESCAPED_BODY_RE.match(text, start)
+            em = _ESCAPED_BODY_RE.match(text, start, limit)
             body_end = em.end() if em else start
         else:
             body_end = _key_lines_end(text, start, limit)
@@ -120,7 +164,7 @@ def find_k8s_secrets(text: str, low: str) -> Iterator[Candidate]:
     if "kind" not in low:
         return
     bounds = [0] + [m.end() for m in _DOC_SPLIT_RE.finditer(text)] + [len(text)]
-    for ds, de in zip(bounds, bounds[1:]):
+    for ds, de in itertools.pairwise(bounds):
         if not K8S_KIND_RE.search(text, ds, de):
             continue
         for dm in _K8S_DATA_RE.finditer(text, ds, de):
@@ -184,7 +228,7 @@ _URL_PLACEHOLDERS = frozenset({"password", "pass", "passwd", "pwd", "pw", "secre
 
 
 def find_url_credentials(text: str, low: str) -> Iterator[Candidate]:
-    for m in URL_USERINFO_RE.finditer(text):
+    for m in overlapping(URL_USERINFO_RE, text):
         pw = m.group("pw")
         if pw is None:
             # No password: the user part may itself be a token (https://<token>@host).
@@ -214,18 +258,23 @@ _BASIC_RE = re.compile(r"[A-Za-z0-9+/]{8,}={0,2}")
 
 def find_auth_headers(text: str, low: str) -> Iterator[Candidate]:
     # Both scans are literal-led (fast); "proxy-authorization" is covered.
-    for m in AUTH_HEADER_RE.finditer(low):
+    # A rejected value may contain the next header, so scanning resumes at
+    # the value rather than after it.
+    pos = 0
+    while (m := AUTH_HEADER_RE.search(low, pos)) is not None:
         s, e = m.span("v")
         v = text[s:e]
-        if _masked(v) or text.startswith(_MARKER, e):
-            continue
-        if m.group("scheme") == "basic":
-            if _BASIC_RE.fullmatch(v) and not is_placeholder(v):
-                yield ("authorization-header", s, e, 0)
-        elif looks_like_token(v, min_len=8, min_entropy=2.5):
+        ok = False
+        if not _masked(v) and not text.startswith(_MARKER, e):
+            if m.group("scheme") == "basic":
+                ok = _BASIC_RE.fullmatch(v) is not None and not is_placeholder(v)
+            else:
+                ok = looks_like_token(v, min_len=8, min_entropy=2.5)
+        if ok:
             yield ("authorization-header", s, e, 0)
-    for m in BEARER_RE.finditer(low):
-        if m.start() and low[m.start() - 1].isalnum():
+        pos = e if ok else max(s, m.start() + 1)
+    for m in overlapping(BEARER_RE, low):
+        if word_before(text, m.start()):
             continue
         s, e = m.span("v")
         v = text[s:e]
@@ -245,7 +294,7 @@ _SESSIONISH_RE = re.compile(r"(?i)sess|sid|token|auth|jwt|key|secret|login|remem
 
 
 def find_cookies(text: str, low: str) -> Iterator[Candidate]:
-    for m in COOKIE_RE.finditer(low):
+    for m in overlapping(COOKIE_RE, low):
         st = m.start()
         sep = m.group("sep")
         if ":" not in sep and "=" not in sep and low[st - 2:st] != "--":
@@ -258,10 +307,11 @@ def find_cookies(text: str, low: str) -> Iterator[Candidate]:
             if not p:
                 break
             name, v = p.group("n"), p.group("v")
-            if not (set_cookie and not first) and name.lower() not in _COOKIE_ATTRS:
-                if (len(v) >= 8 and not is_placeholder(v) and not _masked(v)
-                        and (looks_like_token(v, min_len=8) or (_SESSIONISH_RE.search(name) and shannon(v) >= 2.5))):
-                    yield ("cookie", p.start("v"), p.end("v"), 0)
+            # In Set-Cookie only the first pair is a cookie; the rest are attributes.
+            is_cookie = not (set_cookie and not first) and name.lower() not in _COOKIE_ATTRS
+            if (is_cookie and len(v) >= 8 and not is_placeholder(v) and not _masked(v)
+                    and (looks_like_token(v, min_len=8) or (_SESSIONISH_RE.search(name) and shannon(v) >= 2.5))):
+                yield ("cookie", p.start("v"), p.end("v"), 0)
             first = False
             pos = p.end()
             if not text.startswith(";", pos):
@@ -277,7 +327,8 @@ _QV = r"(?P<v>\"[^\"\n]{1,512}\"|'[^'\n]{1,512}'|[^\s\"'`]{1,512})"
 CURL_USER_RE = re.compile(
     r"curl\b(?:[^\n]{0,2000}?\\\r?\n){0,10}?[^\n]{0,2000}?[ \t](?:-u|--user)(?:[ \t]+|=)" + _QV
 )
-_MYSQL_RE = re.compile(r"\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n]{0,2000}?[ \t]-p(?P<v>[^\s\"'`-][^\s\"'`]{0,511}"
+_MYSQL_RE = re.compile(r"\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n]{0,2000}?[ \t]-p"
+                       r"(?P<v>[^\s\"'`-][^\s\"'`]{0,511}"
                        r"|\"[^\"\n]{1,512}\"|'[^'\n]{1,512}')")
 _SSHPASS_RE = re.compile(r"\bsshpass[ \t]+-p[ \t]*" + _QV)
 _REDIS_RE = re.compile(r"\bredis-cli\b[^\n]{0,2000}?[ \t]-a[ \t]+" + _QV)
@@ -308,8 +359,8 @@ def _unquote_span(text: str, s: int, e: int) -> tuple[int, int]:
 
 def find_cli_credentials(text: str, low: str) -> Iterator[Candidate]:
     # Scanned on ``low``: curl's -U (proxy user) is a credential too.
-    for m in CURL_USER_RE.finditer(low):
-        if m.start() and low[m.start() - 1].isalnum():
+    for m in overlapping(CURL_USER_RE, low):
+        if word_before(text, m.start()):
             continue
         s, e = _unquote_span(text, *m.span("v"))
         value = text[s:e]
@@ -324,13 +375,15 @@ def find_cli_credentials(text: str, low: str) -> Iterator[Candidate]:
     if " -p" in low or " -a" in low:
         for rx, rule, gates in _PASSWORD_TOOLS:
             if any(g in low for g in gates):
-                for m in rx.finditer(text):
+                for m in overlapping(rx, text):
+                    if _in_marker(text, m.start()):
+                        continue
                     s, e = _unquote_span(text, *m.span("v"))
                     v = text[s:e]
                     if not _masked(v) and not is_placeholder(v) and len(v) >= 3:
                         yield (rule, s, e, 0)
-    for m in CLI_FLAG_RE.finditer(low):
-        if m.start() and (low[m.start() - 1].isalnum() or low[m.start() - 1] == "-"):
+    for m in overlapping(CLI_FLAG_RE, low):
+        if word_before(text, m.start(), "-"):
             continue
         s, e = _unquote_span(text, *m.span("v"))
         v = text[s:e]
@@ -357,11 +410,11 @@ PROSE_PASSWORD_RE = re.compile(
 
 def find_prose_passwords(text: str, low: str) -> Iterator[Candidate]:
     if "machine" in low:
-        for m in NETRC_RE.finditer(text):
+        for m in overlapping(NETRC_RE, text):
             v = m.group("v")
             if not _masked(v) and not is_placeholder(v):
                 yield ("netrc-password", m.start("v"), m.end("v"), 0)
-    for m in PROSE_PASSWORD_RE.finditer(low):
+    for m in overlapping(PROSE_PASSWORD_RE, low):
         s, e = m.span("v")
         while e > s and text[e - 1] in ".,;:!?)]":
             e -= 1
@@ -418,8 +471,7 @@ _NOT_SECRET_HEADS = frozenset("""
     policy mode label hint placeholder input prompt regex pattern store manager provider service method scope
     scopes location hash salt algorithm alg kind class pool limit timeout host port user username account region
     bucket table index column source sources description desc doc docs help message msg error errors text title
-    rotation rotated created updated last set get list exists valid validation strength reset hint id_token_hint
-    min max used usage
+    rotation rotated created updated last set get list exists valid validation strength reset min max used usage
 """.split())
 _TRAILING_NOISE = frozenset({"value", "val", "str", "string", "hex", "b64", "base64", "base", "raw", "plain",
                              "prod", "production", "dev", "development", "staging", "stage", "test", "live",
@@ -428,13 +480,13 @@ _PUBLIC_KEY_MODS = frozenset({"public", "pub", "publishable", "primary", "foreig
                               "idempotency", "hot", "host", "unique", "composite", "range", "lookup", "map", "dict",
                               "index", "row", "item", "object", "node", "react", "registry", "translation", "i18n",
                               "message", "label", "field", "column", "group", "route", "router", "state", "ssh",
-                              "gpg", "pgp", "known", "fingerprint", "foreign", "sequence", "schema", "natural",
-                              "bucket", "idx", "keyboard", "hash", "storage_account_name", "press", "pressed"})
+                              "gpg", "pgp", "known", "fingerprint", "sequence", "schema", "natural",
+                              "bucket", "idx", "hash", "press", "pressed"})
 _NOT_SECRET_TOKEN_MODS = frozenset({"page", "next", "continuation", "pagination", "cursor", "sync", "csrf", "xsrf",
                                     "max", "min", "num", "total", "count", "cancel", "cancellation", "prompt",
                                     "completion", "input", "output", "stop", "eos", "bos", "pad", "unk", "mask",
-                                    "special", "sep", "cls", "start", "end", "new_line", "ms", "expected",
-                                    "authenticity", "verification_csrf"})
+                                    "special", "sep", "cls", "start", "end", "ms", "expected",
+                                    "authenticity"})  # Rails' authenticity_token is a CSRF token
 
 # Vendor keywords: a name such as ``SOURCEGRAPH=...`` or ``sumologic_access_id``
 # marks a vendor credential even without a secret word. Optional value regex
@@ -580,6 +632,8 @@ def _assignment_value(text: str, ns: int, ne: int):
         if m.group(g) is not None:
             return m.start(g), m.end(g), True, m.group("op"), False
     s, e = m.span("uq")
+    while e > s and text[e - 1] in ".,:!?":
+        e -= 1  # sentence punctuation after an unquoted value is not part of it
     op = m.group("op")
     if ns > 0 and text[ns - 1] in "?&":
         amp = text.find("&", s, e)
@@ -589,19 +643,24 @@ def _assignment_value(text: str, ns: int, ne: int):
     return s, e, False, op, env_style
 
 
-def _judge(text: str, ns: int, ne: int, strength: str, rule: str, vendor_re: re.Pattern | None = None):
+def _judge(text: str, ns: int, ne: int, strength: str, rule: str,
+           vendor_re: re.Pattern | None = None) -> tuple[Candidate | None, int]:
+    """Parse and judge the value after a secret-looking name.
+
+    Returns (candidate or None, end offset of the parsed value).
+    """
     parsed = _assignment_value(text, ns, ne)
     if parsed is None:
-        return None
-    s, e, quoted, op, env_style = parsed
+        return None, ne
+    s, e, quoted, _op, env_style = parsed
     v = text[s:e]
     if not v or _masked(v) or text.startswith(_MARKER, e):
-        return None
+        return None, e
     if not quoted:
         if e < len(text) and text[e] in "([":
-            return None  # a call or subscript: code, not a literal
+            return None, e  # a call or subscript: code, not a literal
         if is_code_reference(v):
-            return None
+            return None, e
     if strength == "password":
         name = text[ns:ne]
         env_style = env_style and name.upper() == name
@@ -613,7 +672,7 @@ def _judge(text: str, ns: int, ne: int, strength: str, rule: str, vendor_re: re.
     else:  # vendor / vendor-format
         ok = bool(vendor_re and vendor_re.fullmatch(v)) or (
             strength == "vendor" and looks_like_token(v, min_len=12, min_entropy=3.0, need_digit=True))
-    return (rule, s, e, 0) if ok else None
+    return ((rule, s, e, 0) if ok else None), e
 
 
 def _name_bounds(text: str, i: int, j: int) -> tuple[int, int]:
@@ -633,31 +692,37 @@ def _name_bounds(text: str, i: int, j: int) -> tuple[int, int]:
 
 # The rest of the name after an anchor, then an operator: one match call
 # rejects the common prose case ("the API key is ...") cheaply.
-_TAIL_OP_RE = re.compile(r"""[A-Za-z0-9_.$@-]{0,64}?(?P<end>)(?:\\?["'`]\]?|\])?[ \t]{0,4}(?:[:=?<>]|\\?["'][ \t]+value)""")
+_TAIL_OP_RE = re.compile(
+    r"""[A-Za-z0-9_.$@-]{0,64}?(?P<end>)(?:\\?["'`]\]?|\])?[ \t]{0,4}(?:[:=?<>]|\\?["'][ \t]+value)""")
 
 
 def find_assignments(text: str, low: str) -> Iterator[Candidate]:
+    hits = sorted((m.start(), m.end()) for rx in _ANCHOR_RES for m in rx.finditer(low))
+    marked = _MARKER in text
     seen: set[int] = set()
-    for rx in _ANCHOR_RES:
-        for m in rx.finditer(low):
-            if m.end() in seen:
-                continue
-            t = _TAIL_OP_RE.match(text, m.end())
-            if t is None:
-                continue
-            ns, ne = _name_bounds(text, m.start(), t.end("end"))
-            if ne in seen or ne <= ns:
-                continue
-            seen.add(ne)
-            seen.add(m.end())
-            cls = classify_name(text[ns:ne])
-            if cls is None:
-                continue
-            strength, rule = cls
-            vendor = _vendor_of(_split_name(text[ns:ne])) if strength == "vendor-format" else None
-            found = _judge(text, ns, ne, strength, rule, _VENDOR_VALUE_RES.get(vendor) if vendor else None)
-            if found:
-                yield found
+    covered = -1  # names ending inside an already-parsed value are part of that value
+    for start, end in hits:
+        if end in seen or (marked and _in_marker(text, start)):
+            continue
+        t = _TAIL_OP_RE.match(text, end)
+        if t is None:
+            continue
+        ns, ne = _name_bounds(text, start, t.end("end"))
+        if ne in seen or ne <= ns or ne < covered:
+            continue
+        seen.add(ne)
+        seen.add(end)
+        cls = classify_name(text[ns:ne])
+        if cls is None:
+            continue
+        strength, rule = cls
+        vendor = _vendor_of(_split_name(text[ns:ne])) if strength == "vendor-format" else None
+        found, value_end = _judge(text, ns, ne, strength, rule, _VENDOR_VALUE_RES.get(vendor) if vendor else None)
+        if found:
+            covered = value_end
+            yield found
+        elif value_end - ne > 256:
+            covered = value_end  # bound the work on pathological values
 
 
 # Vendor-named assignments without a secret word (``sourcegraph: 6d2F…``).
@@ -695,9 +760,10 @@ def _name_before(text: str, p: int) -> tuple[int, int]:
 
 
 def _vendor_hits(text: str, trigger: re.Pattern[str]) -> Iterator[Candidate]:
+    marked = _MARKER in text
     for m in trigger.finditer(text):
         ns, ne = _name_before(text, m.start())
-        if ne - ns < 2:
+        if ne - ns < 2 or (marked and _in_marker(text, ne - 1)):
             continue
         name = text[ns:ne]
         words = _split_name(name)
@@ -707,6 +773,6 @@ def _vendor_hits(text: str, trigger: re.Pattern[str]) -> Iterator[Candidate]:
         cls = classify_name(name)
         if cls is None or cls[0] not in ("vendor", "vendor-format"):
             continue  # names with a secret word are handled by find_assignments
-        found = _judge(text, ns, ne, cls[0], cls[1], _VENDOR_VALUE_RES.get(vendor))
+        found, _end = _judge(text, ns, ne, cls[0], cls[1], _VENDOR_VALUE_RES.get(vendor))
         if found:
             yield found

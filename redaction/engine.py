@@ -2,25 +2,34 @@
 
 Pipeline for one text:
 
-1. ``low``: ASCII-lowercased copy (same offsets) for case-insensitive gates.
-2. Token rules: one locator regex per leading character; at each hit the
-   group's rules are tried in order and validated (boundary, fillers,
-   entropy, structure). Gated rules run only if a gate word occurs.
-3. Detectors (context rules), each behind its gate words.
+1. ``low``: ASCII-lowercased copy (same offsets) for case-insensitive scans,
+   with the inside of existing markers blanked so they never act as context.
+2. Token rules: find runs of 16+ token characters (a cheap byte probe first,
+   since most prose has none); at each place in a run where a token may
+   start, try the rules registered for its first two characters, then the
+   run-gated rules, then the few whole-text rules behind their gate words.
+   Each match is validated: word boundary, fillers, entropy, structure.
+3. Detectors (context rules), each behind its gate words if it has any.
 4. Known secrets: literal occurrences.
 5. Overlapping candidates merge into one span (the union, so nothing is
    left half-masked); the most specific rule names it.
 6. Masking: ``***`` for short spans, else an optional kind prefix plus
-   ``[REDACTED:<rule>]``. Spans touching an existing marker are skipped, so
-   redacting twice changes nothing.
+   ``[REDACTED:<rule>]``. Candidates touching an existing marker are
+   dropped, so redacting twice changes nothing.
+
+Costs: every full-text scan is either a literal-led regex or a substring
+test (CPython runs those near memchr speed); the only character-class scan
+is the run finder, and it is skipped when the byte probe finds no run.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
+from .detectors import overlapping, word_before
 from .entropy import is_token_placeholder, shannon
 from .known import KnownSecrets
 from .rules import DETECTORS, MIN_TOKEN_LENGTH, TOKEN_RULES, TOKEN_RUN_CHARS, TokenRule, _literal_prefix
@@ -33,8 +42,10 @@ secret and a kept prefix would be a large share of it."""
 
 MARKER_RE = re.compile(r"\[REDACTED:[a-z0-9-]{1,64}\]")
 
-# Which rule names a merged span: the most specific wins.
-_PRIO_TOKEN, _PRIO_KNOWN, _PRIO_STRUCT, _PRIO_CONTEXT = 40, 30, 20, 10
+# Which rule names a merged span: the most specific wins; a span found in an
+# earlier pass keeps its name.
+_PRIO_KEPT, _PRIO_TOKEN, _PRIO_KNOWN, _PRIO_STRUCT, _PRIO_CONTEXT = 50, 40, 30, 20, 10
+_MAX_EXTRA_PASSES = 3
 _DETECTOR_PRIO = {"private-key": _PRIO_STRUCT, "kubernetes-secret": _PRIO_STRUCT, "url-credentials": _PRIO_STRUCT,
                   "authorization-header": _PRIO_STRUCT, "cookie": _PRIO_STRUCT, "cli-credentials": _PRIO_STRUCT}
 
@@ -100,12 +111,11 @@ _COMPILED = _Compiled(TOKEN_RULES)
 _RUN_RE = re.compile(r"(?<![%s])[%s]{%d,}" % (TOKEN_RUN_CHARS, TOKEN_RUN_CHARS, MIN_TOKEN_LENGTH))
 # Where a token may start inside a run: not directly after a letter or digit.
 _START_RE = re.compile(r"(?<![A-Za-z0-9])[A-Za-z0-9_]")
-# Exact prefilter for _RUN_RE: map token characters to "a", other ASCII to a
-# space; a run exists iff 16 "a"s are adjacent. str.translate has a fast
-# ASCII path, so most prose skips the (slower) character-class scan.
-# Done on UTF-8 bytes: ASCII bytes keep their values and every non-ASCII
-# byte is >= 0x80 (mapped to a space), so the test stays exact, and
-# bytes.translate has no slow path for non-ASCII text as str.translate does.
+# Exact prefilter for _RUN_RE: map token characters to "a" and everything
+# else to a space; a run exists iff 16 "a"s are adjacent. Done on UTF-8
+# bytes: ASCII keeps its values and every non-ASCII byte is >= 0x80 (a
+# space), so the test is exact, and bytes.translate has no slow path for
+# non-ASCII text (str.translate does).
 _RUN_TABLE = bytes(ord("a") if i < 128 and re.fullmatch("[%s]" % TOKEN_RUN_CHARS, chr(i)) else ord(" ")
                    for i in range(256))
 _RUN_PROBE = b"a" * MIN_TOKEN_LENGTH
@@ -128,7 +138,7 @@ def _valid(rule: TokenRule, secret: str) -> bool:
 def _accept(rule: TokenRule, m: re.Match[str], text: str, gate) -> tuple[int, int] | None:
     """Validate one rule match; return the secret span or None."""
     p = m.start()
-    if rule.left and p > 0 and text[p - 1] in rule.left:
+    if rule.left and p > 0 and (text[p - 1] in rule.left or word_before(text, p)):
         return None
     s, e = m.span("s") if "s" in m.re.groupindex else m.span()
     if e <= s or not _valid(rule, text[s:e]):
@@ -146,7 +156,12 @@ def _scan_tokens(text: str, low: str, cands: list, gate) -> None:
     runs = _RUN_RE.finditer(text) if _has_run(text) else ()
     for run in runs:
         rs, re_ = run.span()
+        if rs and text[rs - 1] == "[" and text.startswith("REDACTED:", rs):
+            continue  # the inside of a marker
         skip = rs
+        # A rule whose match failed validation is not retried inside that
+        # match: keeps adversarial runs ("sk-sk-sk-...") linear.
+        failed: dict[int, int] = {}
         for st in _START_RE.finditer(text, rs, re_):
             p = st.start()
             if p < skip:
@@ -157,20 +172,27 @@ def _scan_tokens(text: str, low: str, cands: list, gate) -> None:
                 entries = (entries or []) + one
             if not entries:
                 continue
+            prev = text[p - 1] if p else ""
+            if prev in "]*" and word_before(text, p):
+                prev = "a"  # a marker stands in for the word characters it replaced
             for order, rule, rx in entries:
+                if (prev and rule.left and prev in rule.left) or failed.get(order, -1) > p:
+                    continue
                 m = rx.match(text, p)
                 if m is not None:
                     span = _accept(rule, m, text, gate)
                     if span:
                         cands.append((span[0], span[1], rule.id, rule.keep, _PRIO_TOKEN, -order))
                         skip = max(skip, span[1])
+                    else:
+                        failed[order] = m.end()
         if _COMPILED.run_gate_re.search(text, rs, re_) is None:
             continue
         chunk = text[rs:re_]
         for order, rule, rx in _COMPILED.run_rules:
             for g in rule.run_gates:
                 if g in chunk:
-                    for m in rx.finditer(text, rs, re_):
+                    for m in overlapping(rx, text, rs, re_):
                         span = _accept(rule, m, text, gate)
                         if span:
                             cands.append((span[0], span[1], rule.id, rule.keep, _PRIO_TOKEN, -order))
@@ -178,7 +200,7 @@ def _scan_tokens(text: str, low: str, cands: list, gate) -> None:
     for order, rule, rx in _COMPILED.text_rules:
         for g in rule.gates:
             if gate(g):
-                for m in rx.finditer(text):
+                for m in overlapping(rx, text):
                     span = _accept(rule, m, text, _always)
                     if span:
                         cands.append((span[0], span[1], rule.id, rule.keep, _PRIO_TOKEN, -order))
@@ -208,27 +230,39 @@ class Redactor:
         return self._known
 
     def find(self, text: str) -> tuple[Finding, ...]:
-        """The spans ``redact`` would mask, without building the output."""
-        return tuple(Finding(rule, s, e) for s, e, rule, _keep in self._segments(text))
+        """The spans ``redact`` masks, in original-text offsets."""
+        return self.redact(text).findings
 
     def redact(self, text: str) -> Redacted:
         segments = self._segments(text)
         if not segments:
             return Redacted(text, ())
-        out: list[str] = []
-        last = 0
-        for s, e, rule, keep in segments:
-            out.append(text[last:s])
-            secret = text[s:e]
-            out.append("***" if len(secret) < SHORT_SECRET else f"{secret[:keep]}[REDACTED:{rule}]")
-            last = e
-        out.append(text[last:])
-        return Redacted("".join(out), tuple(Finding(rule, s, e) for s, e, rule, _keep in segments))
+        out, pieces = _mask(text, segments)
+        # Idempotence by construction: masking can change the context a rule
+        # sees (a value no longer followed by "[", a flag no longer glued to
+        # a word). Re-scan the output; map anything new back onto the
+        # original text and mask again, until nothing new appears.
+        for _ in range(_MAX_EXTRA_PASSES):
+            again = self._segments(out)
+            if not again:
+                break
+            cands = [(s, e, rule, keep, _PRIO_KEPT, 0) for s, e, rule, keep in segments]
+            for s, e, rule, _keep in again:
+                os_, oe = _map_back(pieces, s, e)
+                cands.append((os_, oe, rule, 0, _PRIO_CONTEXT, 0))
+            segments = _merge(cands)
+            out, pieces = _mask(text, segments)
+        return Redacted(out, tuple(Finding(rule, s, e) for s, e, rule, _keep in segments))
 
     def _segments(self, text: str) -> list[tuple[int, int, str, int]]:
         if not text:
             return []
         low = _ascii_lower(text)
+        marks = [m.span() for m in MARKER_RE.finditer(text)] if "[REDACTED:" in text else []
+        if marks:
+            # Rule ids inside markers contain words detectors look for
+            # ("curl-basic-auth", "cookie", "bearer-token"); blank them out.
+            low = _blank_markers(low, marks)
         memo: dict[str, bool] = {}
 
         def gate(word: str) -> bool:
@@ -253,27 +287,72 @@ class Redactor:
         if self._known is not None:
             for s, e in self._known.spans(text):
                 cands.append((s, e, "known-secret", 0, _PRIO_KNOWN, 0))
-        if not cands:
-            return []
-        if "[REDACTED:" in text:
-            cands = _drop_marked(text, cands)
+        if marks:
+            cands = _drop_marked(cands, marks)
         return _merge(cands)
 
 
-def _drop_marked(text: str, cands: list) -> list:
+Piece = tuple[int, int, int, int, bool]  # original start/end, output start/end, masked?
+
+
+def _mask(text: str, segments: list[tuple[int, int, str, int]]) -> tuple[str, list[Piece]]:
+    """Apply the masks; also return how output offsets map to the original."""
+    out: list[str] = []
+    pieces: list[Piece] = []
+    last = n = 0
+    for s, e, rule, keep in segments:
+        if s > last:
+            out.append(text[last:s])
+            pieces.append((last, s, n, n + s - last, False))
+            n += s - last
+        secret = text[s:e]
+        mask = "***" if len(secret) < SHORT_SECRET else f"{secret[:keep]}[REDACTED:{rule}]"
+        out.append(mask)
+        pieces.append((s, e, n, n + len(mask), True))
+        n += len(mask)
+        last = e
+    if last < len(text):
+        out.append(text[last:])
+        pieces.append((last, len(text), n, n + len(text) - last, False))
+    return "".join(out), pieces
+
+
+def _map_back(pieces: list[Piece], s: int, e: int) -> tuple[int, int]:
+    """Original span of output span [s, e); a touched mask is covered whole."""
+    starts = [p[2] for p in pieces]
+    i = max(0, bisect.bisect_right(starts, s) - 1)
+    os_, oe, ns, _ne, masked = pieces[i]
+    start = os_ if masked else os_ + (s - ns)
+    j = max(0, bisect.bisect_right(starts, e - 1) - 1)
+    os_, oe, ns, _ne, masked = pieces[j]
+    end = oe if masked else os_ + (e - ns)
+    return start, end
+
+
+def _blank_markers(low: str, marks: list[tuple[int, int]]) -> str:
+    parts: list[str] = []
+    last = 0
+    for ms, me in marks:
+        parts.append(low[last:ms])
+        parts.append("[redacted:" + "_" * (me - ms - 11) + "]")
+        last = me
+    parts.append(low[last:])
+    return "".join(parts)
+
+
+def _drop_marked(cands: list, marks: list[tuple[int, int]]) -> list:
     """Skip candidates that overlap or run into an existing marker.
 
     Keeps redaction idempotent: ``ghp_[REDACTED:github-pat]`` must not be
     re-read as a short ``ghp_`` value followed by text.
     """
-    marks = [m.span() for m in MARKER_RE.finditer(text)]
-    if not marks:
-        return cands
     return [c for c in cands if not any(c[0] < me and ms <= c[1] for ms, me in marks)]
 
 
 def _merge(cands: list) -> list[tuple[int, int, str, int]]:
     """Union of overlapping candidates; the best-ranked one names the span."""
+    if not cands:
+        return []
     cands.sort(key=lambda c: (c[0], -c[1]))
     out: list[tuple[int, int, str, int]] = []
     cur_s, cur_e = cands[0][0], cands[0][1]

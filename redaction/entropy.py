@@ -42,11 +42,11 @@ _PLACEHOLDER_WORDS = frozenset(
 )
 
 # Substrings that mark a template value rather than a literal secret.
-_PLACEHOLDER_PARTS = (
-    "xxxx", "****", "...", "\u2026", "<", ">", "${", "{{", "}}", "your",
-    "example", "placeholder", "redacted", "changeme", "change_me", "change-me",
-    "replace", "insert", "dummy", "sample", "todo", "fixme", "[redacted:",
-)
+_PLACEHOLDER_MARKS = ("xxxx", "****", "...", "\u2026", "<", ">", "${", "{{", "}}", "[redacted:")
+# Words that mark one, but only in word-like values: a random token can
+# contain "todo" or "your" by chance (…hecTODOq…), and must still be masked.
+_PLACEHOLDER_WORDS_IN = ("your", "example", "placeholder", "redacted", "changeme", "change_me", "change-me",
+                         "replace", "insert", "dummy", "sample", "todo", "fixme", "abcdefghij")
 
 # A whole-value reference to something else: $VAR, %VAR%, {var}, @VAR@,
 # $(cmd), `cmd`, or a printf verb.
@@ -68,9 +68,17 @@ def is_placeholder(value: str) -> bool:
     low = v.lower()
     if low in _PLACEHOLDER_WORDS or _SAME_CHAR_RE.fullmatch(v):
         return True
-    if any(part in low for part in _PLACEHOLDER_PARTS):
+    if any(part in low for part in _PLACEHOLDER_MARKS):
+        return True
+    if not _looks_random(v) and any(part in low for part in _PLACEHOLDER_WORDS_IN):
         return True
     return _REFERENCE_RE.fullmatch(v) is not None
+
+
+def _looks_random(v: str) -> bool:
+    """Mixed case with several digits: machine-generated, not a phrase."""
+    return (sum(c.isdigit() for c in v) >= 2 and any(c.isupper() for c in v)
+            and any(c.islower() for c in v))
 
 
 # Token formats are structurally strict, so only obvious fillers count as
@@ -85,7 +93,8 @@ def is_token_placeholder(value: str) -> bool:
 
 _CAMEL_RE = re.compile(r"[a-z]+(?:[A-Z][a-z0-9]+)+|(?:[A-Z][a-z0-9]+){2,}")
 _WORDS_RE = re.compile(r"[a-z]+(?:[_\-. ][a-z]+)*|[A-Z]+(?:[_\-.][A-Z0-9]+)*")
-_PATHLIKE_RE = re.compile(r"(?:[A-Za-z]:)?[\\/~.]|.*\.(?:pem|key|json|txt|p12|pfx|crt|cer|env|ya?ml|toml|ini|conf|cfg)$", re.IGNORECASE)
+_PATHLIKE_RE = re.compile(
+    r"(?:[A-Za-z]:)?[\\/~.]|.*\.(?:pem|key|json|txt|p12|pfx|crt|cer|env|ya?ml|toml|ini|conf|cfg)$", re.IGNORECASE)
 _EMAIL_RE = re.compile(r"[^@\s]+@[^@\s]+\.[A-Za-z]{2,}")
 
 
@@ -99,6 +108,8 @@ def looks_like_token(value: str, min_len: int = 8, min_entropy: float | None = N
     n = len(value)
     if n < min_len or n > 4096 or is_placeholder(value):
         return False
+    if any(c.isspace() for c in value):
+        return False  # prose, prompts, command substitutions: not one token
     if "://" in value or _EMAIL_RE.fullmatch(value):
         return False
     if _PATHLIKE_RE.match(value) and not _looks_base64(value):
@@ -177,4 +188,4 @@ def is_code_reference(value: str) -> bool:
     if _is_env_name(value) or _CODE_PATH_RE.fullmatch(value):
         return True
     # snake_case or lower identifiers without digits: ``api_key=api_key``.
-    return _IDENT_RE.fullmatch(value) is not None and ("_" in value or value.islower() and len(value) < 6)
+    return _IDENT_RE.fullmatch(value) is not None and ("_" in value or (value.islower() and len(value) < 6))

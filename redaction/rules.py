@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from . import detectors
 from .entropy import shannon
@@ -120,8 +120,9 @@ T = TokenRule
 
 TOKEN_RULES: tuple[TokenRule, ...] = (
     # ---- cloud: AWS ------------------------------------------------------
-    T("aws-access-key-id", r"A(?:KIA|SIA|BIA|CCA|3T[A-Z0-9])[A-Z0-9]{16}" + E, keep=4, entropy=3.0,
-      allow=r".*EXAMPLE$"),
+    T("aws-access-key-id", r"A(?:KIA|SIA|BIA|CCA)[A-Z0-9]{16}" + E, keep=4, entropy=3.0, allow=r".*EXAMPLE$"),
+    # Only literal characters may be kept: the 4th character here is random.
+    T("aws-access-key-id", r"A3T[A-Z0-9]{17}" + E, entropy=3.0, allow=r".*EXAMPLE$"),
     # A secret key printed right after its key id (credentials CSV, CLI output).
     T("aws-secret-access-key", r"A(?:KIA|SIA)[A-Z0-9]{16}[\s,;:|\"']{1,6}(?P<s>[A-Za-z0-9/+]{40})" + E64,
       entropy=4.0, check=_mixed),
@@ -162,7 +163,8 @@ TOKEN_RULES: tuple[TokenRule, ...] = (
     T("vault-service-token", r"hv[sbr]\.[A-Za-z0-9_-]{90,300}" + E_, keep=4, entropy=3.5),
     T("vault-token-legacy", r"s\.[A-Za-z0-9]{24}" + E, check=_vault_legacy,
       gates=("vault",)),  # "s." alone is too common a prefix: require context
-    T("doppler-api-token", r"dp\.(?:pt|st|sa|ct|scim|audit)\.(?:[a-z0-9_-]{1,40}\.)?[A-Za-z0-9]{40,44}" + E, keep=3, entropy=2.0),
+    T("doppler-api-token", r"dp\.(?:pt|st|sa|ct|scim|audit)\.(?:[a-z0-9_-]{1,40}\.)?[A-Za-z0-9]{40,44}" + E,
+      keep=3, entropy=2.0),
     T("1password-service-account-token", r"ops_eyJ[A-Za-z0-9+/]{250,4096}={0,3}" + E64, keep=4, entropy=4.0),
     T("1password-secret-key",
       r"A3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5}" + E,
@@ -216,7 +218,7 @@ TOKEN_RULES: tuple[TokenRule, ...] = (
     T("github-oauth", r"gho_[0-9A-Za-z]{36}" + E, keep=4, entropy=3.0),
     T("github-app-token", r"gh[us]_[0-9A-Za-z]{36}" + E, keep=4, entropy=3.0),
     T("github-refresh-token", r"ghr_[0-9A-Za-z]{36,76}" + E, keep=4, entropy=3.0),
-    T("github-fine-grained-pat", r"github_pat_[0-9A-Za-z_]{82}" + E, entropy=3.0),
+    T("github-fine-grained-pat", r"github_pat_[0-9A-Za-z_]{60,255}" + E, entropy=3.0),
     T("gitlab-token",
       r"gl(?:pat|oas|dt|rt|cbt|ptt|ft|imt|agent|soat|ffct|wt)-[0-9A-Za-z_.-]{20,300}" + E_, entropy=3.0),
     T("gitlab-runner-registration-token", r"GR1348941[A-Za-z0-9_-]{20}" + E_, entropy=3.0),
@@ -282,7 +284,7 @@ TOKEN_RULES: tuple[TokenRule, ...] = (
     T("facebook-access-token", r"(?<![0-9])[0-9]{15,16}(?:\||%7[Cc])[0-9A-Za-z_-]{27,40}" + E_,
       run_gates=("|", "%7C", "%7c"), left=None, entropy=3.0),
     T("paypal-braintree-access-token", r"access_token\$production\$[a-z0-9]{16}\$[a-f0-9]{32}" + E, keep=0),
-    T("notion-api-token", r"ntn_[0-9]{11}[A-Za-z0-9]{35}" + E, keep=4, entropy=3.5),
+    T("notion-api-token", r"ntn_[0-9]{11}[A-Za-z0-9]{30,40}" + E, keep=4, entropy=3.5),
     T("notion-integration-secret", r"secret_[A-Za-z0-9]{43}" + E, keep=4, entropy=3.5, check=_has_digit),
     T("linear-api-key", r"lin_(?:api_[A-Za-z0-9]{40}|oauth_[a-f0-9]{64})" + E, entropy=2.0),
     # ---- generic structured tokens -----------------------------------------
@@ -290,7 +292,8 @@ TOKEN_RULES: tuple[TokenRule, ...] = (
              r"(?:\.[A-Za-z0-9_-]{0,4096}\.[A-Za-z0-9_-]{8,4096})?" + E_, keep=3, entropy=3.0),
     T("jwt-base64", r"ZXlK[A-Za-z0-9+/]{60,4096}={0,2}" + E64, keep=0, entropy=3.0),
     # Each repetition starts at a newline, so the repeat is unambiguous (no backtracking blow-up).
-    T("putty-private-key", r"(?i:private-lines): ?[0-9]{1,4}\r?\n(?P<s>[A-Za-z0-9+/=]{4,80}(?:\r?\n[A-Za-z0-9+/=]{4,80}){0,200})",
+    T("putty-private-key",
+      r"(?i:private-lines): ?[0-9]{1,4}\r?\n(?P<s>[A-Za-z0-9+/=]{4,80}(?:\r?\n[A-Za-z0-9+/=]{4,80}){0,200})",
       left=None, gates=("private-lines",)),
 )
 
@@ -328,7 +331,8 @@ def ruleset_fingerprint() -> str:
     h = hashlib.sha256(REDACTION_VERSION.encode())
     for r in TOKEN_RULES:
         check = getattr(r.check, "__qualname__", "") if r.check else ""
-        h.update(repr((r.id, r.pattern, r.keep, r.entropy, r.gates, r.left, check, r.allow, r.fillers)).encode())
+        h.update(repr((r.id, r.pattern, r.keep, r.entropy, r.gates, r.run_gates, r.left, check, r.allow,
+                       r.fillers)).encode())
     for d in DETECTORS:
         h.update(repr((d.id, d.find.__qualname__, d.gates, d.patterns)).encode())
     h.update(repr(sorted(detectors.VENDORS.items())).encode())
@@ -339,12 +343,14 @@ def _validate() -> None:
     """Fail fast on malformed rules (import time, once)."""
     for r in TOKEN_RULES:
         compiled = re.compile(r.pattern)
-        assert 0 <= r.keep <= 4, r.id
+        if not 0 <= r.keep <= 4:
+            raise ValueError(f"{r.id}: keep must be 0..4 (a kind prefix, never the secret)")
         if r.run_gates or _literal_prefix(r.pattern):
             # Run-dispatched: only runs of MIN_TOKEN_LENGTH+ are examined.
-            assert _min_width(compiled) >= MIN_TOKEN_LENGTH, f"{r.id}: shorter than a token run"
-        else:
-            assert r.gates, f"{r.id}: needs a literal prefix, run gates or gates"
+            if _min_width(compiled) < MIN_TOKEN_LENGTH:
+                raise ValueError(f"{r.id}: can match less than a token run ({MIN_TOKEN_LENGTH} chars)")
+        elif not r.gates:
+            raise ValueError(f"{r.id}: needs a literal prefix, run gates or gates")
 
 
 def _min_width(compiled: re.Pattern[str]) -> int:

@@ -11,7 +11,7 @@ import base64
 import json
 import random
 import string
-from typing import Callable
+from collections.abc import Callable
 
 ALNUM = string.ascii_letters + string.digits
 HEX = "0123456789abcdef"
