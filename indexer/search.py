@@ -127,7 +127,8 @@ def keyword_score(bm25: float) -> float:
     return bm25 / (bm25 + BM25_K)
 
 
-def fuse_linear(vec: dict[str, float], kw: dict[str, float], weight: float = VECTOR_WEIGHT) -> dict[str, float]:
+def fuse_linear(vec: dict[str, float], kw: dict[str, float], weight: float | None = None) -> dict[str, float]:
+    weight = VECTOR_WEIGHT if weight is None else weight
     return {key: weight * vec.get(key, 0.0) + (1 - weight) * kw.get(key, 0.0) for key in vec.keys() | kw.keys()}
 
 
