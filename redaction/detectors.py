@@ -435,6 +435,17 @@ def find_prose_passwords(text: str, low: str) -> Iterator[Candidate]:
 # Anchor words: an assignment is only examined where its name contains one.
 SECRET_ANCHORS = ("pass", "pw", "secret", "token", "key", "auth", "cred")
 _ANCHOR_RES = tuple(re.compile(re.escape(w)) for w in SECRET_ANCHORS)
+_ANCHOR_ALT_RE = re.compile("|".join(SECRET_ANCHORS))
+
+
+def _anchor_hits(low: str) -> list[tuple[int, int]]:
+    """Anchor word spans, in order. The words never overlap one another, so
+    one alternation scan and seven literal scans find the same spans: the
+    former has less call overhead on short texts, the latter scans long ones
+    faster (literal search)."""
+    if len(low) < 1024:
+        return [m.span() for m in _ANCHOR_ALT_RE.finditer(low)]
+    return sorted(m.span() for rx in _ANCHOR_RES for m in rx.finditer(low))
 
 # After the name: an optional closing quote/bracket, an operator, a value.
 _OPVAL_RE = re.compile(
@@ -697,7 +708,7 @@ _TAIL_OP_RE = re.compile(
 
 
 def find_assignments(text: str, low: str) -> Iterator[Candidate]:
-    hits = sorted((m.start(), m.end()) for rx in _ANCHOR_RES for m in rx.finditer(low))
+    hits = _anchor_hits(low)
     marked = _MARKER in text
     seen: set[int] = set()
     covered = -1  # names ending inside an already-parsed value are part of that value
@@ -728,7 +739,8 @@ def find_assignments(text: str, low: str) -> Iterator[Candidate]:
 # Vendor-named assignments without a secret word (``sourcegraph: 6d2F…``).
 # Triggered by an operator followed by a long value containing a digit, so
 # prose and most code never reach the Python part.
-_VALUE_AHEAD = r"[ \t]{0,4}(?:\\?[\"'`])?(?=[A-Za-z0-9_+/.~-]{12})(?=[A-Za-z_+/.~-]{0,24}[0-9])"
+# (?!//): "https://..." is a URL, not an assignment; links are everywhere in chat.
+_VALUE_AHEAD = r"[ \t]{0,4}(?:\\?[\"'`])?(?!//)(?=[A-Za-z0-9_+/.~-]{12})(?=[A-Za-z_+/.~-]{0,24}[0-9])"
 # Two literal-led scans: far faster in CPython than one scan for [=:].
 _VENDOR_TRIGGER_RES = (re.compile("=>?" + _VALUE_AHEAD), re.compile(":=?" + _VALUE_AHEAD))
 VENDOR_PATTERNS = tuple(r.pattern for r in _VENDOR_TRIGGER_RES) + tuple(v[1] or "" for v in VENDORS.values())

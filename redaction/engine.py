@@ -25,6 +25,7 @@ is the run finder, and it is skipped when the byte probe finds no run.
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -98,9 +99,6 @@ class _Compiled:
             else:
                 self.text_rules.append(entry)
         self.allow = {r.allow: re.compile(r.allow) for r in rules if r.allow}
-        # One search per run decides whether any run-gated rule can apply.
-        gates = sorted({g for _, r, _ in self.run_rules for g in r.run_gates}, key=len, reverse=True)
-        self.run_gate_re = re.compile("|".join(map(re.escape, gates)) or "(?!)")
 
 
 _COMPILED = _Compiled(TOKEN_RULES)
@@ -109,8 +107,10 @@ _COMPILED = _Compiled(TOKEN_RULES)
 # one, so this single scan is what most text costs. The lookbehind keeps the
 # scan from restarting inside a run (quadratic on long words otherwise).
 _RUN_RE = re.compile(r"(?<![%s])[%s]{%d,}" % (TOKEN_RUN_CHARS, TOKEN_RUN_CHARS, MIN_TOKEN_LENGTH))
-# Where a token may start inside a run: not directly after a letter or digit.
-_START_RE = re.compile(r"(?<![A-Za-z0-9])[A-Za-z0-9_]")
+# Where a token may start inside a run: right after a non-alphanumeric
+# character (the run's own start is handled separately). Charset-led, so
+# sre skips alphanumerics in its fast loop; a leading lookbehind would not.
+_START_RE = re.compile(r"[^A-Za-z0-9][A-Za-z0-9_]")
 # Exact prefilter for _RUN_RE: map token characters to "a" and everything
 # else to a space; a run exists iff 16 "a"s are adjacent. Done on UTF-8
 # bytes: ASCII keeps its values and every non-ASCII byte is >= 0x80 (a
@@ -162,8 +162,8 @@ def _scan_tokens(text: str, low: str, cands: list, gate) -> None:
         # A rule whose match failed validation is not retried inside that
         # match: keeps adversarial runs ("sk-sk-sk-...") linear.
         failed: dict[int, int] = {}
-        for st in _START_RE.finditer(text, rs, re_):
-            p = st.start()
+        starts = itertools.chain((rs,), (st.start() + 1 for st in _START_RE.finditer(text, rs, re_)))
+        for p in starts:
             if p < skip:
                 continue
             entries = by2.get(text[p:p + 2])
@@ -186,8 +186,6 @@ def _scan_tokens(text: str, low: str, cands: list, gate) -> None:
                         skip = max(skip, span[1])
                     else:
                         failed[order] = m.end()
-        if _COMPILED.run_gate_re.search(text, rs, re_) is None:
-            continue
         chunk = text[rs:re_]
         for order, rule, rx in _COMPILED.run_rules:
             for g in rule.run_gates:
