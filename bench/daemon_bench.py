@@ -501,6 +501,7 @@ def load(size: str, baseline_n: int, n: int, clients: int, idle_s: float) -> dic
             out["idle"] = idle_cost(d, idle_s, f"load-{size}")
     finally:
         out["exit_code"] = d.stop()
+        shutil.copyfile(d.log_path, WORK / f"load-{size}-daemon.log")
     shutil.rmtree(root, ignore_errors=True)  # a private copy of the corpus (hundreds of MB at 100k)
     return out
 

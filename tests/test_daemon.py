@@ -304,3 +304,38 @@ def test_sd_notify_messages_on_a_real_socket(setup):
         sock.close()
     assert code == 0
     assert any("STOPPING=1" in m for m in messages)
+
+
+def test_a_ledger_that_disappears_and_comes_back_replaced_is_handled(tmp_path):
+    ledger = tmp_path / "ledger" / "agents.db"
+    ledger.parent.mkdir()
+    with LedgerWriter(ledger, seed=1) as w:
+        for i in range(5):
+            w.turn("old", user=f"old history {i}", assistant="ok")
+    port = free_port()
+    cfg = write_config(tmp_path, ledger, port, interval=1)
+    d = Daemon(cfg, port)
+    try:
+        d.wait_ready()
+        d.wait_caught_up()
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(ledger) + suffix).unlink(missing_ok=True)
+        time.sleep(3)
+        assert d.proc.poll() is None  # no crash loop
+        status = httpx.get(d.base + "/v1/status", timeout=10).json()
+        assert "ledger not found" in (status["ledger"]["error"] or "")
+        assert d.search("old history")  # search keeps answering from the index
+        with LedgerWriter(ledger, seed=99, start_ms=1_600_000_000_000) as w:
+            for i in range(8):  # a different, longer history
+                w.turn("new", user=f"brand new history {i}", assistant="ok")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if expected_paths(ledger, "atlas") == {r["path"] for r in lance_rows(tmp_path / "index")}:
+                    break
+            except Exception:
+                pass
+            time.sleep(0.3)
+    finally:
+        assert d.stop() == 0
+    assert_converged(tmp_path, ledger)
