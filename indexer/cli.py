@@ -104,6 +104,7 @@ def cmd_redact(args) -> int:
     from redaction.cli import run_redact
 
     config = _config(args) if args.config else None
+    sys.stdin.reconfigure(errors="replace")  # one undecodable byte must not abort an audit run
     return run_redact(sys.stdin, sys.stdout, jsonl=args.jsonl, known=known_secrets(config) if config else None)
 
 

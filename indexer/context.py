@@ -31,19 +31,25 @@ def known_secrets(config: Config):
     from redaction import KnownSecrets
 
     values = []
+    sources = []
     if config.redaction.known_secrets_file is not None:
-        values.extend(KnownSecrets.from_file(config.redaction.known_secrets_file).values)
-    values.extend(KnownSecrets.from_env(KNOWN_SECRETS_ENV).values)
+        sources.append((str(config.redaction.known_secrets_file), KnownSecrets.from_file(config.redaction.known_secrets_file)))
+    sources.append((KNOWN_SECRETS_ENV, KnownSecrets.from_env(KNOWN_SECRETS_ENV)))
+    for origin, known in sources:
+        values.extend(known.values)
+        for entry in known.ignored:  # the reason and line only, never the value
+            log.warning("redaction.known_secret_ignored", source=origin, line=entry.line, reason=entry.reason)
     return KnownSecrets(values) if values else None
 
 
 def make_redactor(config: Config) -> tuple[Callable[[str], str], str]:
     """The redaction function for documents, and the ruleset version."""
-    from redaction import REDACTION_VERSION, Redactor
+    from redaction import REDACTION_VERSION, Redactor, ruleset_fingerprint
 
     known = known_secrets(config)
     redactor = Redactor(known=known)
-    version = REDACTION_VERSION
+    # The fingerprint catches a rule edit made without a version bump.
+    version = f"{REDACTION_VERSION}+{ruleset_fingerprint()}"
     if known is not None:
         # A new known secret must reach documents already indexed: it changes the
         # version, which triggers a rebuild. Only a short digest of the set is stored.
