@@ -168,5 +168,38 @@ def write_outputs(name: str, markdown: str, data: dict) -> Path:
     return d / f"{name}.md"
 
 
+class file_lock:
+    """An exclusive ``flock`` on ``path`` (created if needed): benchmark runs started by several
+    people at once must not build the same cached index at the same time."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    def __enter__(self) -> "file_lock":
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"waiting for {self.path} (another benchmark run holds it)")
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import fcntl
+
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)
+
+
+def loadavg() -> str:
+    try:
+        return " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)

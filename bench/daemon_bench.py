@@ -19,7 +19,7 @@ is ``GET /v1/status`` with ``lag == 0`` for every persona.
    alone. The daemon's ``sync.done`` log lines split each delay into
    *wake-up* (commit → sync pass starts: inotify, ``debounce_ms`` and the
    worker's wake-up), *sync pass* (ledger read, redaction, chunking, embedding,
-   LanceDB merge_insert, state DB commit) and *seen* (pass end → the poll that
+   LanceDB merge_insert, state DB commit) and *found − pass end* (the poll that
    saw it). Config: ``[sync] debounce_ms = 200``, ``interval_seconds = 30``
    (the defaults), sinks ``["lancedb"]``.
 2. **API under load.** The ``latency`` benchmark's corpus (100k turns, one
@@ -275,19 +275,20 @@ def find_turn(d: DaemonProc, marker: str, tid: str, t_commit: float) -> dict:
 
 
 def attribute(appends: list[dict], syncs: list[dict]) -> None:
-    """Split each delay with the ``sync.done`` line of the pass that wrote the turn."""
+    """Split each delay with the ``sync.done`` line of the pass that wrote the turn: the first pass that
+    wrote a document and ended after the commit (appends are spaced, so no other pass writes in between).
+    The turn can be searchable before that pass ends (the LanceDB commit comes before the state DB
+    commit and the sink's post-commit work), so ``seen_s`` may be negative."""
+    writing = sorted((s for s in syncs if s.get("documents_written", 0) >= 1), key=lambda s: s["ts"])
     for a in appends:
         if not a.get("found"):
             continue
-        cands = [s for s in syncs if s.get("documents_written", 0) >= 1
-                 and a["commit_wall"] < s["ts"] <= a["found_wall"] + 0.05]
-        if not cands:
+        s = next((s for s in writing if s["ts"] > a["commit_wall"]), None)
+        if s is None:
             continue
-        s = cands[-1]
         a["pass_s"] = float(s["seconds"])
         a["wake_s"] = (s["ts"] - a["pass_s"]) - a["commit_wall"]
         a["seen_s"] = a["delay_s"] - a["wake_s"] - a["pass_s"]
-        a["passes_between"] = len(cands)
 
 
 def freshness(lines: Sequence[str], n_appends: int, seed_turns: int, debounce_ms: int, idle_s: float) -> dict:
@@ -315,6 +316,7 @@ def freshness(lines: Sequence[str], n_appends: int, seed_turns: int, debounce_ms
         out["documents_after_backfill"] = st["personas"][PERSONA]["documents"]
         log(f"freshness: daemon ready in {out['ready_s']:.1f} s, caught up "
             f"({out['documents_after_backfill']} documents) in {out['backfill_s']:.1f} s")
+        out["rss_after_backfill_kb"] = proc_sample(d.pid)["rss_kb"]
         for _ in range(5):  # warm the search path (table handles, FTS index)
             d.search({"query": "warm up", "persona": PERSONA, "mode": "keyword"})
         time.sleep(1.0)
@@ -339,6 +341,7 @@ def freshness(lines: Sequence[str], n_appends: int, seed_turns: int, debounce_ms
         time.sleep(1.0)
         attribute(appends, d.events("sync.done"))
         out["appends"] = appends
+        out["rss_after_appends_kb"] = proc_sample(d.pid)["rss_kb"]
         out["load_after"] = loadavg()
         if idle_s > 0:
             d.wait_caught_up([PERSONA])
@@ -595,11 +598,15 @@ def report(ctx: dict) -> str:
                   f"`interval_seconds = {f['interval_s']:.0f}`, sinks `[\"lancedb\"]`. Split from the daemon's "
                   "`sync.done` log lines: *wake-up* = commit → start of the sync pass that wrote the turn "
                   "(inotify + debounce + worker wake-up), *sync pass* = that pass (ledger read, redaction, chunking, "
-                  "embedding, LanceDB merge_insert, state commit), *seen* = pass end → the poll that saw it."), ""]
+                  "embedding, LanceDB merge_insert, state commit), *found − pass end* = the rest (polling resolution; negative when the turn was searchable before the "
+                  "pass ended: the LanceDB commit precedes the state DB commit and the sink's post-commit work). "
+                  "watchfiles' `debounce` is a cap, not a wait: the watcher yields once no new change came for "
+                  "`step` = 20 ms, so a single commit is not held back by `debounce_ms`."), ""]
         rows = [["commit → found (total)", len(delays), ms(percentile(delays, 50)), ms(percentile(delays, 95)),
                  ms(max(delays) if delays else None)]]
-        for key, name in (("wake_s", "wake-up (watch + debounce)"), ("pass_s", "sync pass"),
-                          ("seen_s", "pass end → seen by a poll")):
+        for key, name in (("wake_s", "wake-up: commit → pass start (watch + debounce)"),
+                          ("pass_s", "sync pass that wrote the turn"),
+                          ("seen_s", "found − pass end (< 0: searchable before the pass ended)")):
             xs = parts[key]
             rows.append([name, len(xs), ms(percentile(xs, 50)), ms(percentile(xs, 95)), ms(max(xs) if xs else None)])
         e = ctx.get("embed_alone")
@@ -613,7 +620,9 @@ def report(ctx: dict) -> str:
                       f"{ms(max(delays) if delays else None)} ms over {len(delays)} appends** ({verdict} the p50 ≤ 1 s "
                       f"target){f'; {missed} not found within {FIND_TIMEOUT_S:.0f} s' if missed else ''}. "
                       f"Load average {' / '.join(map(str, f['load_before']))} before, "
-                      f"{' / '.join(map(str, f.get('load_after', [])))} after.")]
+                      f"{' / '.join(map(str, f.get('load_after', [])))} after. Daemon RSS "
+                      f"{f['rss_after_backfill_kb'] / 1024:.0f} MB after the backfill, "
+                      f"{f['rss_after_appends_kb'] / 1024:.0f} MB after the appends.")]
     ld = ctx.get("load")
     if ld:
         c = ld["corpus"]

@@ -63,6 +63,8 @@ class EmbeddingConfig(_Section):
     model: str = "sentence-transformers/all-MiniLM-L6-v2"
     model_path: str = ""
     batch_size: int = Field(32, ge=1, le=256)
+    # false: ~400 MB less resident memory on a writing daemon, 10-40% slower embedding
+    cpu_mem_arena: bool = True
 
 
 class RedactionConfig(_Section):

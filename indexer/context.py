@@ -66,6 +66,7 @@ def make_embedder(config: Config):
         model_path=Path(config.embedding.model_path) if config.embedding.model_path else None,
         batch_size=config.embedding.batch_size,
         models_dir=config.index.dir / "models",
+        cpu_mem_arena=config.embedding.cpu_mem_arena,
     )
     return CachedEmbedder(inner, config.index.dir / "embed_cache.sqlite")
 

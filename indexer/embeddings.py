@@ -110,6 +110,7 @@ class FastEmbedder:
         *,
         models_dir: Path | str | None = None,
         cache_dir: Path | str | None = None,
+        cpu_mem_arena: bool = True,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
@@ -143,7 +144,9 @@ class FastEmbedder:
                     f"embedding model_path {folder} is not a folder; set [embedding] model_path to a folder "
                     f"with model.onnx and tokenizer files, or leave it empty for the packaged model"
                 )
-        kwargs: dict[str, Any] = {"threads": threads}
+        # ONNX Runtime's arena keeps its peak size: faster embedding, ~0.5 GB more
+        # RSS after long batches. Off trades 10-40% throughput for memory.
+        kwargs: dict[str, Any] = {"threads": threads, "enable_cpu_mem_arena": bool(cpu_mem_arena)}
         if cache_dir is not None:
             kwargs["cache_dir"] = str(cache_dir)
         if folder is not None:

@@ -27,21 +27,27 @@ def test_attribute_splits_a_delay_with_the_pass_that_wrote_the_turn():
         {"found": True, "commit_wall": 100.0, "found_wall": 100.30, "delay_s": 0.30},
         {"found": True, "commit_wall": 200.0, "found_wall": 200.50, "delay_s": 0.50},
         {"found": False, "commit_wall": 300.0},
+        # searchable before its pass ended (LanceDB commit, then the state DB): "seen" is negative
+        {"found": True, "commit_wall": 400.0, "found_wall": 400.10, "delay_s": 0.10},
     ]
     syncs = [
         {"ts": 99.0, "seconds": 0.05, "documents_written": 3},  # before the commit: not it
         {"ts": 100.25, "seconds": 0.10, "documents_written": 1},  # wrote append 0: started at 100.15
         {"ts": 100.27, "seconds": 0.01, "documents_written": 0},  # an empty pass: never counted
         {"ts": 200.45, "seconds": 0.20, "documents_written": 1},
+        {"ts": 400.16, "seconds": 0.13, "documents_written": 1},
+        {"ts": 401.0, "seconds": 0.05, "documents_written": 1},  # a later pass: not it
     ]
     D.attribute(appends, syncs)
-    a, b, c = appends
+    a, b, c, e = appends
     assert a["pass_s"] == pytest.approx(0.10)
     assert a["wake_s"] == pytest.approx(0.15)
     assert a["seen_s"] == pytest.approx(0.05)
     assert a["wake_s"] + a["pass_s"] + a["seen_s"] == pytest.approx(a["delay_s"])
     assert b["wake_s"] == pytest.approx(0.25) and b["seen_s"] == pytest.approx(0.05)
     assert "pass_s" not in c
+    assert e["pass_s"] == pytest.approx(0.13) and e["wake_s"] == pytest.approx(0.03)
+    assert e["seen_s"] == pytest.approx(-0.06)
 
 
 def test_proc_sample_reads_cpu_and_memory_of_a_process():
@@ -105,7 +111,8 @@ def _ctx():
     return {
         "freshness": {"appends": appends, "seed_turns": 300, "sessions": 10, "documents_after_backfill": 300,
                       "backfill_s": 20.0, "poll_ms": 20.0, "debounce_ms": 200, "interval_s": 30.0,
-                      "load_before": [1.0, 1.0, 1.0], "load_after": [1.0, 1.0, 1.0], "idle": idle},
+                      "load_before": [1.0, 1.0, 1.0], "load_after": [1.0, 1.0, 1.0], "idle": idle,
+                      "rss_after_backfill_kb": 900_000, "rss_after_appends_kb": 910_000},
         "embed_alone": {"p50_ms": 20.0, "p95_ms": 30.0, "n": 20},
         "load": {"size": "100k", "corpus": {"turns": 100_000, "sessions": 1000, "chunks": 100_000},
                  "baseline": run, "concurrent": dict(run, clients=4), "ready_s": 5.0, "rss_after_ready_kb": 400_000,
@@ -119,6 +126,7 @@ def test_report_renders_every_section():
     md = D.report(_ctx())
     assert md.startswith("## Daemon")
     assert "| commit → found (total) | 5 | 120 |" in md
-    assert "1 not found" in md and "meets the p50 ≤ 1 s" in md
+    assert "1 not found" in md and "meets the p50 ≤ 1 s" in md and "879 MB after the backfill" in md
+    assert "| sync pass that wrote the turn | 5 | 80 |" in md
     assert "### API under load (100,000 chunks)" in md and "| 4 clients | 10 | 20.0 |" in md
     assert "### Idle cost" in md and "| 2 (4, 5 ms) |" in md and "| 0 |" in md
