@@ -19,27 +19,16 @@ from collections.abc import Callable
 from redaction import REDACTION_VERSION, redact, ruleset_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+from tests.redaction_corpus import leaked  # noqa: E402  (the one scoring rule, shared with the tests)
+
 SHARED = ROOT.parent / "shared"
 CORPUS = SHARED / "redaction"
 OUT = ROOT / "bench" / "out" / "redaction.md"
 
 RECALL_TARGET = 0.98
 RUN = 12  # no run of this many characters of a secret may survive
-
-
-def leaked(secret: str, output: str) -> bool:
-    """Corpus scoring rule: a secret leaks if any 12-char run of it survives.
-
-    Lines of the secret starting with ``-----`` (key-block BEGIN/END lines)
-    are exempt; runs are taken within each remaining line.
-    """
-    for line in secret.split("\n"):
-        if line.startswith("-----"):
-            continue
-        for i in range(0, max(0, len(line) - RUN + 1)):
-            if line[i:i + RUN] in output:
-                return True
-    return False
 
 
 def load_jsonl(path: Path) -> list[dict]:

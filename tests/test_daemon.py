@@ -134,6 +134,17 @@ def assert_converged(tmp: Path, ledger: Path) -> None:
     assert QmdExporter(tmp / "index" / "qmd").paths("atlas") == want
 
 
+def restart_and_check_convergence(tmp: Path, ledger: Path, cfg: Path, port: int) -> None:
+    """Start the daemon again, let it catch up, stop it cleanly, check the index."""
+    d = Daemon(cfg, port)
+    try:
+        d.wait_ready(timeout=300)
+        d.wait_caught_up(timeout=300)
+    finally:
+        assert d.stop() == 0
+    assert_converged(tmp, ledger)
+
+
 def test_new_turns_from_a_writer_process_appear_in_search(setup):
     tmp, ledger, port, cfg = setup
     d = Daemon(cfg, port)
@@ -241,13 +252,7 @@ def test_sigterm_mid_sync_exits_0_quickly_and_the_next_start_converges(tmp_path)
     started = time.monotonic()
     assert d.stop(signal.SIGTERM, timeout=15) == 0
     assert time.monotonic() - started < 10
-    d2 = Daemon(cfg, port)
-    try:
-        d2.wait_ready(timeout=300)
-        d2.wait_caught_up(timeout=300)
-    finally:
-        assert d2.stop() == 0
-    assert_converged(tmp_path, ledger)
+    restart_and_check_convergence(tmp_path, ledger, cfg, port)
 
 
 def test_kill_9_at_random_moments_loses_nothing_and_duplicates_nothing(tmp_path):
@@ -266,13 +271,7 @@ def test_kill_9_at_random_moments_loses_nothing_and_duplicates_nothing(tmp_path)
             d.stop(signal.SIGKILL)
     finally:
         writer.wait(timeout=120)
-    d = Daemon(cfg, port)
-    try:
-        d.wait_ready(timeout=300)
-        d.wait_caught_up(timeout=300)
-    finally:
-        assert d.stop() == 0
-    assert_converged(tmp_path, ledger)
+    restart_and_check_convergence(tmp_path, ledger, cfg, port)
 
 
 def test_sd_notify_messages_on_a_real_socket(setup):

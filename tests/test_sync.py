@@ -279,18 +279,24 @@ def test_cursor_is_stored_per_persona(writer, make_indexer):
     assert rows == {"atlas": "2", "nova": "2"}
 
 
+def replace_ledger(writer, ledger_path: Path, *, turns: int, seed: int) -> None:
+    """The runtime's ledger file is replaced by another one with ``turns`` turns."""
+    from ledger.writer import LedgerWriter
+
+    writer.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(ledger_path) + suffix).unlink(missing_ok=True)
+    with LedgerWriter(ledger_path, seed=seed, start_ms=1_700_000_000_000) as w2:
+        for i in range(turns):
+            w2.turn("other", user=f"new history {i}", assistant="ok")
+
+
 def test_ledger_replaced_below_cursor_triggers_backfill(writer, make_indexer, ledger_path):
     for i in range(4):
         writer.turn("main", user=f"q{i}", assistant=f"a{i}")
     ix = make_indexer()
     sync_once(ix)
-    writer.close()
-    for suffix in ("", "-wal", "-shm"):
-        Path(str(ledger_path) + suffix).unlink(missing_ok=True)
-    from ledger.writer import LedgerWriter
-
-    with LedgerWriter(ledger_path, seed=9) as w2:
-        w2.turn("fresh", user="new history", assistant="ok")
+    replace_ledger(writer, ledger_path, turns=1, seed=9)
     summary = sync_once(ix)
     assert summary.personas["atlas"].mode == "backfill"
     assert ix.sinks[0].paths("atlas") == expected_paths(ledger_path, "atlas")
@@ -331,14 +337,7 @@ def test_ledger_replaced_by_a_longer_one_triggers_backfill(writer, make_indexer,
     writer.turn("old", user="old history", assistant="ok")
     ix = make_indexer()
     sync_once(ix)
-    writer.close()
-    for suffix in ("", "-wal", "-shm"):
-        Path(str(ledger_path) + suffix).unlink(missing_ok=True)
-    from ledger.writer import LedgerWriter
-
-    with LedgerWriter(ledger_path, seed=11, start_ms=1_700_000_000_000) as w2:
-        for i in range(5):  # a longer history: the head passes the old cursor
-            w2.turn("other", user=f"new {i}", assistant="ok")
+    replace_ledger(writer, ledger_path, turns=5, seed=11)  # a longer history: the head passes the old cursor
     summary = sync_once(ix)
     assert summary.personas["atlas"].mode == "backfill"
     assert ix.sinks[0].paths("atlas") == expected_paths(ledger_path, "atlas")
