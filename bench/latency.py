@@ -433,7 +433,7 @@ def sync_throughput(real, lines: Sequence[str], n: int, reps: int) -> dict:
                f"calls of {shipped_dpw}, documents sorted by length first (what-if)":
                padding_cost(sorted(ledger_order), shipped_dpw, fast.batch_size),
                f"one call of {n} (raw embed)": padding_cost(tokens, n, fast.batch_size)}
-    fast.embed(bodies[:64])  # warm-up (ORT arena, threads)
+    fast.embed(bodies)  # warm-up: ORT grows its arena for every batch shape once; not timed
 
     def raw() -> dict:
         before = fast.texts_embedded

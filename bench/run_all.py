@@ -87,7 +87,7 @@ def header(results: dict[str, dict], quick: bool) -> str:
     try:
         from indexer import model_files
 
-        model = f"{model_files.MODEL_NAME} (int8 ONNX, packaged; fingerprint {model_files.FINGERPRINT[:24]}…)"
+        model = f"{model_files.MODEL_NAME} (int8 ONNX, packaged, fastembed; fingerprint `{model_files.FINGERPRINT}`)"
     except Exception:
         pass
     lines = [

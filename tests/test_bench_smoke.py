@@ -182,3 +182,16 @@ def test_real_locomo_mapping_is_recoverable():
         dropped += d
     assert len(ids) == n_lines == 5882  # turn ids unique across samples
     assert n_questions + dropped == 1540 and n_questions == 1535
+
+
+def test_weight_recommendation_prefers_the_larger_weight_within_noise():
+    def row(w, k, r10):
+        return {"weight": w, "bm25_k": k, "agg": {"overall": {5: r10 - 8, 10: r10, 25: r10 + 8}}}
+
+    sweep = [row(0.2, 8.0, 62.0), row(0.3, 8.0, 61.9), row(0.3, 4.0, 61.6), row(0.4, 4.0, 60.5), row(0.7, 4.0, 54.2)]
+    pick = L.choose_weight(sweep, default_k=4.0)
+    assert (pick["weight"], pick["bm25_k"]) == (0.3, 4.0)  # 0.4 is 1.5 below the best: out
+    aggs = {name: {"overall": {5: 40.0, 10: r10, 25: 60.0}} for name, r10 in
+            (("hybrid", 54.2), ("hybrid-rrf", 53.3), ("keyword", 60.8), ("vector", 41.6))}
+    text = L.recommend(aggs, sweep, 0.7, 4.0)
+    assert "fusion **linear**" in text and "VECTOR_WEIGHT=0.3" in text and "**not met**" in text
