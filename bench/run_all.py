@@ -12,7 +12,7 @@ Each writes its markdown section to ``bench/out/<name>.md`` (run_all also
 accepts ``bench/out/<module name>.md``). ``--quick`` is passed on to modules
 whose source mentions ``--quick``, and ``BENCH_QUICK=1`` is set for all.
 
-    python -m bench.run_all [--quick] [--only NAME[,NAME]] [--keep-going]
+    python -m bench.run_all [--quick] [--only NAME[,NAME]] [--assemble-only]
 """
 
 from __future__ import annotations
@@ -100,11 +100,13 @@ def header(results: dict[str, dict], quick: bool) -> str:
         f"- embedding model: {model}",
         f"- mode: {'quick (partial, not for the record)' if quick else 'full'}",
         "",
-        "| benchmark | status | time |",
-        "| :--- | :--- | ---: |",
+        "| benchmark | status | time | section written |",
+        "| :--- | :--- | ---: | :--- |",
     ]
     for name, r in results.items():
-        lines.append(f"| {name} | {r['status']} | {fmt_s(r['seconds']) if r['seconds'] else '–'} |")
+        path = r.get("path")
+        written = time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime)) if path else "–"
+        lines.append(f"| {name} | {r['status']} | {fmt_s(r['seconds']) if r['seconds'] else '–'} | {written} |")
     return "\n".join(lines)
 
 
@@ -113,7 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="short runs of every benchmark (smoke level)")
     ap.add_argument("--only", default=None, help="comma-separated benchmark names: "
                     + ", ".join(b.name for b in BENCHES))
-    ap.add_argument("--keep-going", action="store_true", default=True, help=argparse.SUPPRESS)
+    ap.add_argument("--assemble-only", action="store_true",
+                    help="run nothing: assemble RESULTS.generated.md from the sections already in bench/out")
     args = ap.parse_args(argv)
     selected = list(BENCHES)
     if args.only:
@@ -125,7 +128,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     out_dir()
     results: dict[str, dict] = {}
     for bench in selected:
-        results[bench.name] = run_one(bench, args.quick)
+        if args.assemble_only:
+            path = section_path(bench)
+            results[bench.name] = ({"status": "reused", "seconds": 0.0, "path": path} if path else
+                                   {"status": "missing" if module_source(bench.module) is None else "no output",
+                                    "seconds": 0.0})
+        else:
+            results[bench.name] = run_one(bench, args.quick)
     sections = []
     for bench in selected:
         r = results[bench.name]
@@ -139,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     target = OUT / "RESULTS.generated.md"
     target.write_text(doc, encoding="utf-8")
     log(f"wrote {target}")
-    failed = [n for n, r in results.items() if r["status"] not in ("ok", "missing")]
+    failed = [n for n, r in results.items() if r["status"] not in ("ok", "missing", "reused")]
     return 1 if failed else 0
 
 

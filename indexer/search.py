@@ -7,7 +7,7 @@ Scores are in 0..1, higher is better, and mean the same across queries so that
 - vector: cosine similarity of unit vectors, clipped to 0..1;
 - keyword: BM25 mapped through ``s / (s + K)`` (a saturating curve, like
   QMD's ``|bm25| / (1 + |bm25|)`` but with ``K`` set for our chunk lengths);
-- hybrid: ``VECTOR_WEIGHT * vector + (1 - VECTOR_WEIGHT) * keyword`` over the
+- hybrid: ``VECTOR_WEIGHT * vector + (1 - VECTOR_WEIGHT) * keyword`` (0.3/0.7) over the
   union of both candidate lists (a chunk missing from one list scores 0 there).
   ``fusion="rrf"`` ranks by reciprocal-rank fusion instead (kept for the
   benchmark that compares the two; see bench/RESULTS.md).
@@ -34,7 +34,7 @@ from indexer.state import StateDB
 
 log = structlog.get_logger("indexer.search")
 
-VECTOR_WEIGHT = 0.7
+VECTOR_WEIGHT = 0.3  # tuned on LoCoMo (bench/RESULTS.md): the MiniLM side is the weaker one
 BM25_K = 4.0
 RRF_K = 60
 MAX_QUERY_CHARS = 2000
