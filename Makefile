@@ -53,6 +53,7 @@ test-slow: setup qmd
 
 bench: setup qmd
 	$(PY) -m bench.run_all
+	cp bench/out/RESULTS.generated.md bench/RESULTS.md
 
 clean:
 	rm -rf $(VENV) .tools $(DEMO)

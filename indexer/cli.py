@@ -168,6 +168,10 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Lance's Rust logger warns on every vector query without `_distance` and on
+    # every new table; our own structured events say what matters.
+    os.environ.setdefault("LANCEDB_LOG", "error")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     args = _parser().parse_args(argv)
     from indexer.logs import configure_logging
 

@@ -247,7 +247,10 @@ def _write_in_parts(ix: Indexer, persona: str, docs: Sequence[Document], targets
     """Write ``docs`` in parts of DOCS_PER_WRITE; after each part its hashes are
     committed (when ``record``), so an interrupted pass keeps what it wrote."""
     written_all: list[Document] = []
-    unique = list({d.path: d for d in docs}.values())
+    # Sorted by length so each write's embedding batches pad to similar lengths:
+    # mixed lengths made the sync run at 0.56x raw embedding speed, sorted 0.86x
+    # (bench/RESULTS.md). Write order does not matter: each part commits its own hashes.
+    unique = sorted({d.path: d for d in docs}.values(), key=lambda d: len(d.body))
     for start in range(0, len(unique), DOCS_PER_WRITE):
         _check_stop(stop)
         written, unchanged = _write(ix, persona, unique[start : start + DOCS_PER_WRITE], set(), targets,
