@@ -27,8 +27,9 @@ query embedding included) and through the CLI (``ledger-indexer search
 ... --json``, one process per query); the scopes take turns query by query
 (the machine is shared and noisy). And sync throughput: ``sync_once`` over N
 fresh turns (real redactor, real model, fresh index each time) vs
-``FastEmbedder.embed`` on the same bodies, plus a what-if sync with a larger
-``DOCS_PER_WRITE``, in alternating order (ABC CBA ...), medians.
+``FastEmbedder.embed`` on the same bodies, plus the sync with its length sort
+disabled (for the record), in alternating order (ABC CBA ...), medians of wall
+and CPU time, and the padding the model actually ran (recorded batches).
 
     python -m bench.latency [--quick] [--sizes 10k,100k] [--no-cli] [--no-sync]
 """
@@ -422,26 +423,45 @@ def sync_pairs(lines: Sequence[str], n: int) -> list[tuple[str, str]]:
     return [(picked[2 * i], picked[2 * i + 1]) for i in range(n)]
 
 
-def padding_cost(token_counts: Sequence[int], window: int, batch: int) -> float:
-    """Tokens the model processes (padding included) per real token, when texts are embedded in calls of
-    ``window`` texts (in the given order), each call sorted by length and cut into batches of ``batch``
-    padded to their longest text (what ``FastEmbedder.embed`` does). Deterministic: no timing noise."""
+def padding_ratio(batches: Sequence[Sequence[str]], count_tokens) -> float:
+    """Tokens the model ran (each batch padded to its longest text, [CLS]/[SEP] included) per real token."""
+    cache: dict[str, int] = {}
     real = padded = 0
-    for s in range(0, len(token_counts), window):
-        call = sorted(token_counts[s:s + window])
-        for b in range(0, len(call), batch):
-            part = call[b:b + batch]
-            real += sum(part)
-            padded += max(part) * len(part)
-    return padded / real
+    for batch in batches:
+        lengths = [cache.setdefault(t, count_tokens(t) + 2) for t in batch]
+        if lengths:
+            real += sum(lengths)
+            padded += max(lengths) * len(lengths)
+    return padded / real if real else float("nan")
 
 
-WHATIF_DOCS_PER_WRITE = 256
+class _RecordBatches:
+    """Records the texts of every model batch ``FastEmbedder`` runs (an instance attribute shadows
+    ``_embed_batch``; the token counting happens after the timed section)."""
+
+    def __init__(self, fast) -> None:
+        self.fast, self.batches = fast, []
+
+    def __enter__(self) -> "_RecordBatches":
+        original = type(self.fast)._embed_batch.__get__(self.fast)
+
+        def record(texts):
+            self.batches.append(list(texts))
+            return original(texts)
+
+        self.fast._embed_batch = record
+        return self
+
+    def __exit__(self, *exc) -> None:
+        del self.fast._embed_batch
 
 
 def sync_throughput(real, lines: Sequence[str], n: int, reps: int) -> dict:
-    """``sync_once`` turns/s over ``n`` fresh turns vs raw ``FastEmbedder.embed`` texts/s on the same bodies,
-    plus a what-if: the same sync with ``indexer.sync.DOCS_PER_WRITE`` raised in-process."""
+    """``sync_once`` turns/s over ``n`` fresh turns vs raw ``FastEmbedder.embed`` texts/s on the same bodies.
+
+    Kinds, in alternating order: A raw embed, B the shipped sync, C the shipped sync with the length
+    sort of ``_write_in_parts`` disabled (``sorted`` shadowed in ``indexer.sync``: the document order
+    before commit f239372), for the record of what the sort buys."""
     import indexer.sync as sync_mod
     from indexer.config import load_config
     from indexer.context import Indexer, build_sinks
@@ -456,33 +476,26 @@ def sync_throughput(real, lines: Sequence[str], n: int, reps: int) -> dict:
     root.mkdir(parents=True)
     pairs = sync_pairs(lines, n)
     ledger = root / "ledger.db"
-    n_sessions = 20
     with LedgerWriter(ledger, start_ms=1_700_000_000_000, seed=5) as w:
         for i, (a, b) in enumerate(pairs):
-            w.turn(f"sync-{i % n_sessions:02d}", persona="syncbench", user=a, assistant=b)
+            w.turn(f"sync-{i % 20:02d}", persona="syncbench", user=a, assistant=b)
     bodies = [f"User: {a}\n\nAssistant: {b}" for a, b in pairs]
-    tokens = [fast.count_tokens(b) + 2 for b in bodies]  # + [CLS] [SEP]
-    # the order sync_once embeds them in: session by session, each in ledger order
-    ledger_order = [tokens[i] for s in range(n_sessions) for i in range(s, n, n_sessions)]
-    shipped_dpw = sync_mod.DOCS_PER_WRITE
-    padding = {f"calls of {shipped_dpw} (sync, DOCS_PER_WRITE={shipped_dpw})":
-               padding_cost(ledger_order, shipped_dpw, fast.batch_size),
-               f"calls of {WHATIF_DOCS_PER_WRITE} (what-if DOCS_PER_WRITE={WHATIF_DOCS_PER_WRITE})":
-               padding_cost(ledger_order, WHATIF_DOCS_PER_WRITE, fast.batch_size),
-               f"calls of {shipped_dpw}, documents sorted by length first (what-if)":
-               padding_cost(sorted(ledger_order), shipped_dpw, fast.batch_size),
-               f"one call of {n} (raw embed)": padding_cost(tokens, n, fast.batch_size)}
+    tokens = [fast.count_tokens(b) for b in bodies]
     fast.embed(bodies)  # warm-up: ORT grows its arena for every batch shape once; not timed
+    padding: dict[str, float] = {}
 
     def raw() -> dict:
         before = fast.texts_embedded
-        c0, t0 = time.process_time(), time.perf_counter()
-        fast.embed(bodies)
-        dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+        with _RecordBatches(fast) as rec:
+            c0, t0 = time.process_time(), time.perf_counter()
+            fast.embed(bodies)
+            dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+        padding.setdefault("raw", padding_ratio(rec.batches, fast.count_tokens))
         return {"kind": "raw", "seconds": dt, "rate": len(bodies) / dt, "cpu_seconds": cpu,
                 "cpu_rate": len(bodies) / cpu, "texts": fast.texts_embedded - before}
 
-    def sync(rep: int, docs_per_write: int | None, sort_docs: bool = False) -> dict:
+    def sync(rep: int, unsorted: bool) -> dict:
+        kind = "sync-unsorted" if unsorted else "sync"
         idx = root / f"index-{rep}"
         config = load_config(None, env={}, overrides={"ledger": {"path": str(ledger)},
                                                       "index": {"dir": str(idx), "sinks": ["lancedb"]}})
@@ -490,60 +503,42 @@ def sync_throughput(real, lines: Sequence[str], n: int, reps: int) -> dict:
         emb = CachedEmbedder(fast, idx / "embed_cache.sqlite")  # empty cache: every body is embedded
         ix = Indexer(config, sinks=build_sinks(config, embedder=emb))  # default (real) redactor
         before = fast.texts_embedded
-        saved, saved_parts = sync_mod.DOCS_PER_WRITE, sync_mod._write_in_parts
         try:
-            if docs_per_write:
-                sync_mod.DOCS_PER_WRITE = docs_per_write
-            if sort_docs:
-                def by_length(ix_, persona, docs, *args, **kwargs):
-                    ordered = sorted(docs, key=lambda d: len(getattr(d, "body", None) or d.text))
-                    return saved_parts(ix_, persona, ordered, *args, **kwargs)
-
-                sync_mod._write_in_parts = by_length
-            c0, t0 = time.process_time(), time.perf_counter()
-            summary = sync_once(ix)
-            dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+            if unsorted:
+                sync_mod.sorted = lambda items, key=None, reverse=False: list(items)
+            with _RecordBatches(fast) as rec:
+                c0, t0 = time.process_time(), time.perf_counter()
+                summary = sync_once(ix)
+                dt, cpu = time.perf_counter() - t0, time.process_time() - c0
         finally:
-            sync_mod.DOCS_PER_WRITE, sync_mod._write_in_parts = saved, saved_parts
+            sync_mod.__dict__.pop("sorted", None)
             ix.close()
+        padding.setdefault(kind, padding_ratio(rec.batches, fast.count_tokens))
         shutil.rmtree(idx, ignore_errors=True)
         docs = summary.documents_written
-        kind = "sync-sorted" if sort_docs else ("sync" if not docs_per_write else f"sync-dpw{docs_per_write}")
-        return {"kind": kind, "seconds": dt,
-                "rate": docs / dt, "cpu_seconds": cpu, "cpu_rate": docs / cpu, "documents": docs, "texts": fast.texts_embedded - before,
-                "redaction": ix.redaction_version}
+        return {"kind": kind, "seconds": dt, "rate": docs / dt, "cpu_seconds": cpu, "cpu_rate": docs / cpu,
+                "documents": docs, "texts": fast.texts_embedded - before, "redaction": ix.redaction_version}
 
-    kinds = ["raw", "sync", "whatif", "sorted"]
+    kinds = ["raw", "sync", "sync-unsorted"]
     order = []
     for r in range(reps):
         order += kinds if r % 2 == 0 else list(reversed(kinds))
     runs = []
     load_before = loadavg()
     for i, kind in enumerate(order):
-        if kind == "raw":
-            res = raw()
-        elif kind == "sorted":
-            res = sync(i, None, sort_docs=True)
-        else:
-            res = sync(i, WHATIF_DOCS_PER_WRITE if kind == "whatif" else None)
+        res = raw() if kind == "raw" else sync(i, unsorted=kind == "sync-unsorted")
         runs.append(res)
-        log(f"  {res['kind']}: {res['rate']:.1f}/s ({res['seconds']:.1f} s)")
-    rates = {k: [r["rate"] for r in runs if r["kind"] == k] for k in {r["kind"] for r in runs}}
-    cpu_rates = {k: [r["cpu_rate"] for r in runs if r["kind"] == k] for k in rates}
-    whatif_kind = f"sync-dpw{WHATIF_DOCS_PER_WRITE}"
+        log(f"  {res['kind']}: {res['rate']:.1f}/s ({res['seconds']:.1f} s, CPU {res['cpu_seconds']:.1f} s)")
     shutil.rmtree(root, ignore_errors=True)
-    raw_m, sync_m, whatif_m = median(rates["raw"]), median(rates["sync"]), median(rates[whatif_kind])
-    return {"n": n, "reps": reps, "order": [r["kind"] for r in runs], "runs": runs, "raw_median": raw_m,
-            "sync_median": sync_m, "ratio": sync_m / raw_m, "whatif_median": whatif_m,
-            "whatif_ratio": whatif_m / raw_m, "whatif_docs_per_write": WHATIF_DOCS_PER_WRITE,
-            "cpu_raw_median": median(cpu_rates["raw"]), "cpu_sync_median": median(cpu_rates["sync"]),
-            "cpu_whatif_median": median(cpu_rates[whatif_kind]),
-            "cpu_ratio": median(cpu_rates["sync"]) / median(cpu_rates["raw"]),
-            "cpu_whatif_ratio": median(cpu_rates[whatif_kind]) / median(cpu_rates["raw"]),
-            "sorted_median": median(rates["sync-sorted"]), "sorted_ratio": median(rates["sync-sorted"]) / raw_m,
-            "cpu_sorted_ratio": median(cpu_rates["sync-sorted"]) / median(cpu_rates["raw"]),
-            "docs_per_write": shipped_dpw, "padding": padding, "load_before": load_before, "load_after": loadavg(),
-            "tokens_mean": sum(tokens) / len(tokens) - 2, "tokens_max": max(tokens) - 2,
+    med = {k: {"wall": median(r["rate"] for r in runs if r["kind"] == k),
+               "cpu": median(r["cpu_rate"] for r in runs if r["kind"] == k)} for k in kinds}
+    return {"n": n, "reps": reps, "order": [r["kind"] for r in runs], "runs": runs, "medians": med,
+            "raw_median": med["raw"]["wall"], "sync_median": med["sync"]["wall"],
+            "ratio": med["sync"]["wall"] / med["raw"]["wall"], "cpu_ratio": med["sync"]["cpu"] / med["raw"]["cpu"],
+            "unsorted_ratio": med["sync-unsorted"]["wall"] / med["raw"]["wall"],
+            "cpu_unsorted_ratio": med["sync-unsorted"]["cpu"] / med["raw"]["cpu"],
+            "docs_per_write": sync_mod.DOCS_PER_WRITE, "padding": padding, "load_before": load_before,
+            "load_after": loadavg(), "tokens_mean": sum(tokens) / len(tokens), "tokens_max": max(tokens),
             "chunks_per_turn": median(r["texts"] / r["documents"] for r in runs if r["kind"] == "sync"),
             "redaction": next((r["redaction"] for r in runs if "redaction" in r), "?")}
 
@@ -617,36 +612,34 @@ def report(ctx: dict) -> str:
                       "HTTP API or `search --batch` (one process, the model loaded once)."]
     s = ctx.get("sync")
     if s:
-        letter = {"raw": "A", "sync": "B", f"sync-dpw{s['whatif_docs_per_write']}": "C", "sync-sorted": "D"}
+        letter = {"raw": "A", "sync": "B", "sync-unsorted": "C"}
         lines += ["", "### Sync throughput vs raw embedding", "",
                   f"{s['n']:,} fresh turns (`User:` + `Assistant:` LoCoMo lines, mean {s['tokens_mean']:.0f} tokens, "
                   f"max {s['tokens_max']}; {s['chunks_per_turn']:.2f} chunks per turn) in a new ledger (20 sessions). "
-                  f"A: `FastEmbedder.embed` of the same bodies (one call, same loaded model). B: `sync_once` "
-                  f"(backfill, default redactor `{s['redaction']}`, LanceDB sink, empty embedding cache, fresh index "
-                  f"dir) as shipped (`DOCS_PER_WRITE={s['docs_per_write']}`). C: the same sync with "
-                  f"`indexer.sync.DOCS_PER_WRITE={s['whatif_docs_per_write']}` set in-process (what-if). D: the "
-                  f"shipped `DOCS_PER_WRITE` but each batch's documents sorted by body length before they are cut "
-                  f"into writes (`indexer.sync._write_in_parts` wrapped in-process; what-if). Order "
+                  f"A: `FastEmbedder.embed` of the same bodies (one call, same loaded model, batch "
+                  f"{ctx.get('batch_size', 32)}). B: `sync_once` as shipped (backfill, default redactor "
+                  f"`{s['redaction']}`, LanceDB sink, empty embedding cache, fresh index dir, "
+                  f"`DOCS_PER_WRITE={s['docs_per_write']}`). C: B with the length sort in `_write_in_parts` "
+                  f"disabled in-process (the document order before commit f239372), for the record. Order "
                   f"{' '.join(letter.get(k, k) for k in s['order'])}; medians. Load average before/after: "
-                  f"{s['load_before']} → {s['load_after']}.", ""]
+                  f"{s['load_before']} → {s['load_after']}. CPU = this process's CPU time, all threads "
+                  f"(robust to other load on this shared machine).", ""]
         rows = [[f"{i + 1}", f"{letter.get(r['kind'], '?')} {r['kind']}", f"{r['seconds']:.1f}", f"{r['rate']:.1f}",
                  f"{r['cpu_seconds']:.1f}", f"{r['cpu_rate']:.1f}"] for i, r in enumerate(s["runs"])]
-        lines.append(md_table(["run", "kind", "wall s", "per wall s", "CPU s (all threads)", "per CPU s"], rows))
+        lines.append(md_table(["run", "kind", "wall s", "per wall s", "CPU s", "per CPU s"], rows))
+        lines += ["", md_table(
+            ["kind", "median per wall s", "ratio to raw", "median per CPU s", "ratio to raw (CPU)",
+             "model tokens run / real tokens"],
+            [[f"{letter[k]} {k}", f"{m['wall']:.1f}", f"{m['wall'] / s['medians']['raw']['wall']:.2f}",
+              f"{m['cpu']:.1f}", f"{m['cpu'] / s['medians']['raw']['cpu']:.2f}", f"{s['padding'].get(k, float('nan')):.2f}"]
+             for k, m in s["medians"].items()])]
         verdict = "meets" if s["ratio"] >= 0.85 else "misses"
-        lines += ["", f"**Median: sync {s['sync_median']:.1f} turns/s, raw embed {s['raw_median']:.1f} texts/s → "
-                      f"ratio {s['ratio']:.2f}** ({verdict} the ≥ 0.85 target). What-if "
-                      f"`DOCS_PER_WRITE={s['whatif_docs_per_write']}`: {s['whatif_median']:.1f} turns/s → ratio "
-                      f"{s['whatif_ratio']:.2f}. What-if sorted documents: {s['sorted_median']:.1f} turns/s → ratio "
-                      f"{s['sorted_ratio']:.2f}.", "",
-                  f"Per CPU-second of this process (robust to other load on the machine): raw "
-                  f"{s['cpu_raw_median']:.1f}, sync {s['cpu_sync_median']:.1f} → ratio **{s['cpu_ratio']:.2f}**; "
-                  f"what-if C {s['cpu_whatif_median']:.1f} → ratio {s['cpu_whatif_ratio']:.2f}; what-if D ratio "
-                  f"{s['cpu_sorted_ratio']:.2f}.", "",
-                  "Why (deterministic, from the token counts): tokens the model runs, padding included, per real "
-                  "token, with `FastEmbedder.embed`'s sort-by-length inside each call and batches of "
-                  f"{ctx.get('batch_size', 32)}:", "",
-                  md_table(["embedding calls", "padded / real tokens"],
-                           [[k, f"{v:.2f}"] for k, v in s["padding"].items()])]
+        lines += ["", f"**Sync {s['sync_median']:.1f} turns/s vs raw embedding {s['raw_median']:.1f} texts/s: ratio "
+                      f"{s['ratio']:.2f} (CPU-time ratio {s['cpu_ratio']:.2f})**, {verdict} the ≥ 0.85 target. Without "
+                      f"the length sort: {s['unsorted_ratio']:.2f} (CPU {s['cpu_unsorted_ratio']:.2f}). The last "
+                      f"column is measured from the batches the model actually ran: each batch is padded to its "
+                      f"longest text, so unsorted writes of {s['docs_per_write']} mixed-length turns make the model "
+                      f"run far more tokens."]
     lines += ["", "### Time", "", md_table(["step", "time"], [[k, fmt_s(v)] for k, v in ctx["timing"].items()])]
     return "\n".join(lines)
 

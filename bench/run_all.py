@@ -9,7 +9,9 @@ that does not exist yet is skipped with a note):
 - ``daemon``    — ``bench.daemon_bench``
 
 Each writes its markdown section to ``bench/out/<name>.md`` (run_all also
-accepts ``bench/out/<module name>.md``). ``--quick`` is passed on to modules
+accepts ``bench/out/<module name>.md``). With ``--only`` (or
+``--assemble-only``) the benchmarks not run now contribute the section an
+earlier run left in ``bench/out``, marked "reused", so the document stays whole. ``--quick`` is passed on to modules
 whose source mentions ``--quick``, and ``BENCH_QUICK=1`` is set for all.
 
     python -m bench.run_all [--quick] [--only NAME[,NAME]] [--assemble-only]
@@ -81,7 +83,7 @@ def run_one(bench: Bench, quick: bool) -> dict:
     return {"status": status, "seconds": seconds, "path": path if fresh else None}
 
 
-def header(results: dict[str, dict], quick: bool) -> str:
+def header(results: dict[str, dict], quick: bool, only: str | None = None) -> str:
     m = machine()
     model = "sentence-transformers/all-MiniLM-L6-v2 (int8 ONNX, packaged, fastembed)"
     try:
@@ -98,7 +100,9 @@ def header(results: dict[str, dict], quick: bool) -> str:
         f"- machine: {m['nproc']} cores ({m['cpu']}), {m['mem_gb']} GB RAM, load average at the end "
         f"{' / '.join(str(x) for x in m['loadavg'])} (shared, noisy VM), Python {m['python']}",
         f"- embedding model: {model}",
-        f"- mode: {'quick (partial, not for the record)' if quick else 'full'}",
+        f"- mode: {'quick (partial, not for the record)' if quick else 'full'}"
+        + ("; nothing run now: assembled from the sections in bench/out" if only == "-" else
+           f"; this run: only {only}, the other sections are reused from earlier runs" if only else ""),
         "",
         "| benchmark | status | time | section written |",
         "| :--- | :--- | ---: | :--- |",
@@ -127,28 +131,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         selected = [b for b in BENCHES if b.name in wanted]
     out_dir()
     results: dict[str, dict] = {}
-    for bench in selected:
-        if args.assemble_only:
-            path = section_path(bench)
-            results[bench.name] = ({"status": "reused", "seconds": 0.0, "path": path} if path else
-                                   {"status": "missing" if module_source(bench.module) is None else "no output",
-                                    "seconds": 0.0})
-        else:
+    for bench in BENCHES:
+        if bench in selected and not args.assemble_only:
             results[bench.name] = run_one(bench, args.quick)
+            continue
+        # Not run now: keep the document complete with the section an earlier run wrote, if any.
+        path = section_path(bench)
+        if path is not None:
+            results[bench.name] = {"status": "reused (earlier run)", "seconds": 0.0, "path": path}
+        elif module_source(bench.module) is None:
+            results[bench.name] = {"status": "missing", "seconds": 0.0}
+        else:
+            results[bench.name] = {"status": "not run", "seconds": 0.0}
     sections = []
-    for bench in selected:
+    for bench in BENCHES:
         r = results[bench.name]
         if r["status"] == "missing":
             sections.append(f"## {bench.name}\n\nSkipped: `{bench.module}` does not exist yet.")
         elif r.get("path"):
             sections.append(r["path"].read_text(encoding="utf-8").strip())
         else:
-            sections.append(f"## {bench.name}\n\n{r['status']}: no section written this run (see the console log).")
-    doc = header(results, args.quick) + "\n\n" + "\n\n".join(sections) + "\n"
+            sections.append(f"## {bench.name}\n\n{r['status']}: no section written (see the console log).")
+    doc = header(results, args.quick, "-" if args.assemble_only else args.only) + "\n\n" + "\n\n".join(sections) + "\n"
     target = OUT / "RESULTS.generated.md"
     target.write_text(doc, encoding="utf-8")
     log(f"wrote {target}")
-    failed = [n for n, r in results.items() if r["status"] not in ("ok", "missing", "reused")]
+    failed = [n for n, r in results.items()
+              if r["status"] not in ("ok", "missing", "not run") and not r["status"].startswith("reused")]
     return 1 if failed else 0
 
 
