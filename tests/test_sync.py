@@ -362,3 +362,21 @@ def test_stop_event_interrupts_between_writes_and_next_pass_converges(writer, ma
     assert ix.state.get_cursor("atlas") is None  # a backfill sets its cursor only when complete
     sync_once(ix)
     assert ix.sinks[0].paths("atlas") == expected_paths(ledger_path, "atlas")
+
+
+@pytest.mark.slow
+def test_soak_tail_against_a_long_concurrent_writer(writer, make_indexer, ledger_path):
+    """Opt-in (`make test-slow`): 3,000 turns with forks written while syncs run."""
+    writer.turn("seed", user="seed", assistant="seed")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ledger.writer", "append", str(ledger_path), "--turns", "3000", "--sessions", "40",
+         "--delay", "0.001", "--fork-every", "100"],
+        cwd=ROOT, stdout=subprocess.DEVNULL,
+    )
+    ix = make_indexer()
+    while proc.poll() is None:
+        sync_once(ix)
+    assert proc.returncode == 0
+    sync_once(ix)
+    assert ix.sinks[0].paths("atlas") == expected_paths(ledger_path, "atlas")
+    assert sync_once(ix).documents_written == 0
