@@ -28,12 +28,7 @@ def out_dir() -> Path:
     return OUT
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+from indexer.model_files import sha256_file  # noqa: E402,F401  (one implementation)
 
 
 def sha256_json(value) -> str:

@@ -291,12 +291,13 @@ def replace_ledger(writer, ledger_path: Path, *, turns: int, seed: int) -> None:
             w2.turn("other", user=f"new history {i}", assistant="ok")
 
 
-def test_ledger_replaced_below_cursor_triggers_backfill(writer, make_indexer, ledger_path):
+@pytest.mark.parametrize("new_turns", [1, 8], ids=["shrunk-below-cursor", "longer-history"])
+def test_a_replaced_ledger_triggers_backfill(writer, make_indexer, ledger_path, new_turns):
     for i in range(4):
         writer.turn("main", user=f"q{i}", assistant=f"a{i}")
     ix = make_indexer()
     sync_once(ix)
-    replace_ledger(writer, ledger_path, turns=1, seed=9)
+    replace_ledger(writer, ledger_path, turns=new_turns, seed=9)  # 8 turns: the head passes the old cursor
     summary = sync_once(ix)
     assert summary.personas["atlas"].mode == "backfill"
     assert ix.sinks[0].paths("atlas") == expected_paths(ledger_path, "atlas")
@@ -331,16 +332,6 @@ def test_tail_is_correct_against_a_concurrent_writer_process(writer, make_indexe
     assert ix.sinks[0].paths("atlas") == expected_paths(ledger_path, "atlas")
     assert ix.state.paths("atlas") == expected_paths(ledger_path, "atlas")
     assert sync_once(ix).documents_written == 0
-
-
-def test_ledger_replaced_by_a_longer_one_triggers_backfill(writer, make_indexer, ledger_path):
-    writer.turn("old", user="old history", assistant="ok")
-    ix = make_indexer()
-    sync_once(ix)
-    replace_ledger(writer, ledger_path, turns=5, seed=11)  # a longer history: the head passes the old cursor
-    summary = sync_once(ix)
-    assert summary.personas["atlas"].mode == "backfill"
-    assert ix.sinks[0].paths("atlas") == expected_paths(ledger_path, "atlas")
 
 
 def test_stop_event_interrupts_between_writes_and_next_pass_converges(writer, make_indexer, ledger_path):
