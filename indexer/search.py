@@ -22,7 +22,6 @@ import enum
 import re
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Literal
 
 import structlog
@@ -306,8 +305,4 @@ class Searcher:
             return []
 
 
-def default_fusion() -> str:
-    return "linear"
-
-
-__all__ = ["SearchRequest", "SearchResponse", "SearchResult", "Searcher", "SearchError", "Mode", "Path"]
+__all__ = ["SearchRequest", "SearchResponse", "SearchResult", "Searcher", "SearchError", "Mode"]

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from peewee import (
-    SQL,
     CompositeKey,
     IntegerField,
     Model,
@@ -400,4 +399,4 @@ class StateDB:
         return [p for (p,) in F.select(F.persona).distinct().tuples()]
 
 
-__all__ = ["StateDB", "FileRecord", "SessionRecord", "Visibility", "CURSOR_KEY", "INDEX_META_KEY", "SQL"]
+__all__ = ["StateDB", "FileRecord", "SessionRecord", "Visibility", "CURSOR_KEY", "INDEX_META_KEY"]
