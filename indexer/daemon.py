@@ -233,6 +233,7 @@ class Daemon:
         self.indexer = open_indexer(config, embedder=embedder)
         if "lancedb" in config.index.sinks:
             self.searcher = Searcher(config, embedder=embedder, state=self.indexer.state)
+            self.searcher.warm_up()
         self.metrics = Metrics()
         self._start_http()
         self.worker.thread.start()

@@ -131,8 +131,9 @@ def fuse_linear(vec: dict[str, float], kw: dict[str, float], weight: float | Non
     return {key: weight * vec.get(key, 0.0) + (1 - weight) * kw.get(key, 0.0) for key in vec.keys() | kw.keys()}
 
 
-def fuse_rrf(vec_ranked: list[str], kw_ranked: list[str], k: int = RRF_K) -> dict[str, float]:
+def fuse_rrf(vec_ranked: list[str], kw_ranked: list[str], k: int | None = None) -> dict[str, float]:
     """RRF, normalised so that first place in both lists is 1.0."""
+    k = RRF_K if k is None else k
     scores: dict[str, float] = {}
     for ranked in (vec_ranked, kw_ranked):
         for rank, key in enumerate(ranked):
@@ -227,7 +228,13 @@ class Searcher:
         except ScopeError as exc:
             raise SearchError(str(exc), code=2, http_status=422) from None
 
+    def warm_up(self) -> None:
+        """Load the query model now, so no request's ``took_ms`` pays for it."""
+        self.embedder.embed_query("warm up")
+
     def search(self, request: SearchRequest) -> SearchResponse:
+        if request.mode is not Mode.KEYWORD:
+            self.embedder  # load outside the timer (first query only)
         started = time.perf_counter()
         scope = self.scope_filter(request)
         table = self.reader.active_table(request.persona)
@@ -248,7 +255,7 @@ class Searcher:
         if request.mode in (Mode.HYBRID, Mode.VECTOR):
             qv = self.embedder.embed_query(request.query)
             hits = (table.search(qv, vector_column_name="vector").distance_type("cosine")
-                    .where(where, prefilter=True).select(RESULT_COLUMNS).limit(candidates).to_list())
+                    .where(where, prefilter=True).select([*RESULT_COLUMNS, "_distance"]).limit(candidates).to_list())
             for row in hits:
                 vec[row["id"]] = vector_score(row["_distance"])
                 vec_ranked.append(row["id"])
@@ -299,7 +306,7 @@ class Searcher:
             return []
         try:
             return (table.search(MatchQuery(text, "text"), query_type="fts")
-                    .where(where, prefilter=True).select(RESULT_COLUMNS).limit(limit).to_list())
+                    .where(where, prefilter=True).select([*RESULT_COLUMNS, "_score"]).limit(limit).to_list())
         except Exception as exc:  # e.g. no FTS index yet on a brand-new table
             log.warning("search.fts_failed", error=str(exc))
             return []
