@@ -42,7 +42,8 @@ end_line       int32, not null             1-based last line (inclusive)
 text           string, not null            the chunk's text (FTS-indexed; snippet source)
 doc_text       string, not null            full document text on chunk 0, ``""`` elsewhere
 title          string, not null            document title on chunk 0, ``""`` elsewhere
-timestamp_ms   int64, nullable             turn completion time (ms since epoch)
+timestamp_ms   int64, nullable             turn completion time (ms since epoch) (BTREE)
+turn_seq       int32, nullable             the turn's position in its session's thread; null for memory
 content_hash   string, not null            ``Document.content_hash`` (same on every chunk)
 vector         fixed_size_list<float32>[dim]  L2-normalised embedding of ``text``
 =============  ==========================  ==================================================
@@ -50,7 +51,7 @@ vector         fixed_size_list<float32>[dim]  L2-normalised embedding of ``text`
 Indexes: FTS on ``text`` (``simple`` tokenizer, English stemming, stop words,
 lower-case, ASCII folding, ``with_position=False``: phrase queries in quotes
 are *not* supported, pass plain terms or ``MatchQuery``), BTREE on ``id`` and
-``path``, BITMAP on ``session``, ``kind`` and ``source``. No vector index: a
+``path`` and ``timestamp_ms`` (the date prefilter of search), BITMAP on ``session``, ``kind`` and ``source``. No vector index: a
 flat scan is ~50 ms at 100k rows and prefiltered queries are a few ms
 (research/lancedb.md §4). Vectors are unit length: use ``distance_type``
 ``cosine`` (or ``l2``/``dot``; they rank identically).
@@ -109,6 +110,8 @@ from indexer.types import Chunk, Document
 log = logging.getLogger(__name__)
 
 ACTIVE_FILE = "active.json"
+#: Version of the table's columns (2: ``turn_seq``); a table of another version is rebuilt.
+SCHEMA_VERSION = 2
 ACTIVE_FORMAT = 1
 TABLE_PREFIX = "mem_"
 #: Documents per merge_insert commit (bounds the ``path IN (...)`` list).
@@ -132,6 +135,7 @@ INDEXES: dict[str, Any] = {
     "text": lambda: FTS(**FTS_CONFIG),
     "id": BTree,
     "path": BTree,
+    "timestamp_ms": BTree,
     "session": Bitmap,
     "kind": Bitmap,
     "source": Bitmap,
@@ -204,6 +208,7 @@ def make_schema(dim: int, meta: dict[str, str] | None = None) -> pa.Schema:
         pa.field("doc_text", pa.string(), nullable=False),
         pa.field("title", pa.string(), nullable=False),
         pa.field("timestamp_ms", pa.int64(), nullable=True),
+        pa.field("turn_seq", pa.int32(), nullable=True),
         pa.field("content_hash", pa.string(), nullable=False),
         pa.field("vector", pa.list_(pa.float32(), dim), nullable=False),
     ]
@@ -214,7 +219,7 @@ def make_schema(dim: int, meta: dict[str, str] | None = None) -> pa.Schema:
 #: Columns worth selecting in search results (never ``vector``/``doc_text``).
 RESULT_COLUMNS = [
     "id", "path", "chunk_index", "source", "persona", "session", "turn_id", "kind",
-    "start_line", "end_line", "text", "timestamp_ms",
+    "start_line", "end_line", "text", "timestamp_ms", "turn_seq",
 ]
 
 
@@ -448,7 +453,7 @@ class LanceSink:
         self.chunking = f"{CHUNKING_VERSION}/{self.chunk_max_tokens}/{self.chunk_overlap}"
         #: What this sink's index depends on (part of the state DB's index metadata):
         #: a change of model, dimension or chunking means a rebuild.
-        self.fingerprint = f"lancedb:{embedder.fingerprint}:d{int(embedder.dim)}:{self.chunking}"
+        self.fingerprint = f"lancedb:{embedder.fingerprint}:d{int(embedder.dim)}:{self.chunking}:s{SCHEMA_VERSION}"
         self.optimize_every = optimize_every
         self.small_fragment_limit = small_fragment_limit
         self.cleanup_older_than = cleanup_older_than
@@ -476,6 +481,7 @@ class LanceSink:
             "fingerprint": self.embedder.fingerprint,
             "dim": int(self.embedder.dim),
             "chunking": self.chunking,
+            "schema": SCHEMA_VERSION,
         }
 
     def _open(self, name: str):
@@ -525,6 +531,11 @@ class LanceSink:
 
     def _check_meta(self, persona: str, entry: dict[str, Any]) -> None:
         want = self._meta()
+        if int(entry.get("schema", 1)) != want["schema"]:
+            raise SinkError(
+                f"lancedb: the index of persona {persona!r} has table schema {entry.get('schema', 1)}, this version "
+                f"writes schema {want['schema']}; the next sync rebuilds it (or run `ledger-indexer reindex --persona {persona}`)"
+            )
         if int(entry.get("dim", -1)) != want["dim"] or entry.get("fingerprint") != want["fingerprint"] or entry.get("chunking") != want["chunking"]:
             raise SinkError(
                 f"lancedb: the index of persona {persona!r} was built with model {entry.get('fingerprint')} "
@@ -624,7 +635,7 @@ class LanceSink:
             )
         cols: dict[str, list[Any]] = {k: [] for k in (
             "id", "path", "chunk_index", "source", "persona", "session", "turn_id", "kind",
-            "start_line", "end_line", "text", "doc_text", "title", "timestamp_ms", "content_hash")}
+            "start_line", "end_line", "text", "doc_text", "title", "timestamp_ms", "turn_seq", "content_hash")}
         for d, cs in per_doc:
             path = _clean(d.path)
             for c in cs:
@@ -642,6 +653,8 @@ class LanceSink:
                 cols["doc_text"].append(_clean(d.text) if c.index == 0 else "")
                 cols["title"].append(_clean(d.title or "") if c.index == 0 else "")
                 cols["timestamp_ms"].append(None if d.timestamp_ms is None else int(d.timestamp_ms))
+                seq = getattr(d, "turn_seq", None)
+                cols["turn_seq"].append(None if seq is None else int(seq))
                 cols["content_hash"].append(d.content_hash)
         schema = make_schema(dim)
         arrays = [pa.array(cols[f.name], type=f.type) for f in schema if f.name != "vector"]

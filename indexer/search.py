@@ -1,19 +1,19 @@
 """``memory_search``: hybrid (vector + full text), vector or keyword search over
 a persona's LanceDB table, within the caller's scope.
 
-Scores are in 0..1, higher is better, and mean the same across queries so that
-``min_score`` is a real threshold:
+This module is the I/O edge: it resolves the scope, asks LanceDB for
+candidates (vector and BM25 lists, prefiltered by the scope; when the query
+names a date, also the best candidates inside that time window) and shapes the
+results. How candidates are scored — fusion, conversational context, dates — is
+:mod:`indexer.ranking` (pure); scores are in 0..1, higher is better, and mean
+the same across queries so that ``min_score`` is a real threshold.
 
-- vector: cosine similarity of unit vectors, clipped to 0..1;
-- keyword: BM25 mapped through ``s / (s + K)`` (a saturating curve, like
-  QMD's ``|bm25| / (1 + |bm25|)`` but with ``K`` set for our chunk lengths);
-- hybrid: ``VECTOR_WEIGHT * vector + (1 - VECTOR_WEIGHT) * keyword`` (0.3/0.7) over the
-  union of both candidate lists (a chunk missing from one list scores 0 there).
-  ``fusion="rrf"`` ranks by reciprocal-rank fusion instead (kept for the
-  benchmark that compares the two; see bench/RESULTS.md).
+Keyword candidates get their exact vector score too (their vectors come with
+the BM25 hits), so a chunk is never scored 0 on one side merely for ranking
+just below a list's cut-off.
 
 Results are one per document (its best chunk), filtered by the scope twice:
-in the LanceDB prefilter and again per row in Python.
+in the LanceDB prefilter and again per row in Python, before any ranking.
 """
 
 from __future__ import annotations
@@ -27,20 +27,27 @@ from typing import Literal
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+import numpy as np
+
+from indexer import ranking, time_hints
 from indexer.config import Config
+from indexer.ranking import (  # noqa: F401  (re-exported: the scoring functions of memory_search)
+    Candidate, Fusion, fuse_linear, fuse_rrf, keyword_score, vector_score,
+)
 from indexer.scopes import Scope, ScopeError, ScopeFilter, resolve
 from indexer.state import StateDB
 
 log = structlog.get_logger("indexer.search")
 
-VECTOR_WEIGHT = 0.3  # tuned on LoCoMo (bench/RESULTS.md): the MiniLM side is the weaker one
-BM25_K = 4.0
-RRF_K = 60
+#: Candidates per list (vector, BM25); more cost little and keep context scores whole.
+CANDIDATES = 200
+#: Extra candidates per list from inside the time window a query names.
+TIME_CANDIDATES = 50
 MAX_QUERY_CHARS = 2000
 SNIPPET_MAX_CHARS = 700
 SNIPPET_MAX_LINES = 6
-RESULT_COLUMNS = ["id", "path", "source", "persona", "session", "turn_id", "kind", "start_line", "end_line", "text",
-                  "timestamp_ms"]
+RESULT_COLUMNS = ["id", "path", "chunk_index", "source", "persona", "session", "turn_id", "kind", "start_line",
+                  "end_line", "text", "timestamp_ms"]
 _WORD = re.compile(r"[\w']+", re.UNICODE)
 _STOP = frozenset("a an and are as at be by did do for from has have how i in is it me my of on or our so that the "
                   "this to was we what when where which who why will with you your".split())
@@ -113,33 +120,7 @@ class SearchResponse:
                 "took_ms": round(self.took_ms, 2)}
 
 
-# -- scoring (pure) -------------------------------------------------------------------------
-
-
-def vector_score(distance: float) -> float:
-    """Cosine distance (1 - cos) → similarity in 0..1."""
-    return max(0.0, min(1.0, 1.0 - float(distance)))
-
-
-def keyword_score(bm25: float) -> float:
-    bm25 = max(0.0, float(bm25))
-    return bm25 / (bm25 + BM25_K)
-
-
-def fuse_linear(vec: dict[str, float], kw: dict[str, float], weight: float | None = None) -> dict[str, float]:
-    weight = VECTOR_WEIGHT if weight is None else weight
-    return {key: weight * vec.get(key, 0.0) + (1 - weight) * kw.get(key, 0.0) for key in vec.keys() | kw.keys()}
-
-
-def fuse_rrf(vec_ranked: list[str], kw_ranked: list[str], k: int | None = None) -> dict[str, float]:
-    """RRF, normalised so that first place in both lists is 1.0."""
-    k = RRF_K if k is None else k
-    scores: dict[str, float] = {}
-    for ranked in (vec_ranked, kw_ranked):
-        for rank, key in enumerate(ranked):
-            scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank + 1)
-    top = 2.0 / (k + 1)
-    return {key: value / top for key, value in scores.items()}
+# -- snippets (pure) ------------------------------------------------------------------------------
 
 
 def query_terms(query: str) -> list[str]:
@@ -195,6 +176,7 @@ class Searcher:
                               code=1)
         self.config = config
         self.fusion = fusion
+        self._has_seq: dict[str, bool] = {}
         self._sql_str, self._sql_in = sql_str, sql_in
         self.state = state or StateDB(config.state_db_path)
         self.reader = open_reader(config.lancedb_dir)
@@ -246,41 +228,53 @@ class Searcher:
 
     def _query(self, table, request: SearchRequest, scope: ScopeFilter) -> list[SearchResult]:
         where = scope.where(self._sql_str, self._sql_in)
-        candidates = max(50, request.max_results * 8)
+        depth = max(CANDIDATES, request.max_results * 8)
+        hints = time_hints.parse(request.query)
+        time_where = None
+        if hints:
+            ranges = " OR ".join(f"(timestamp_ms >= {lo} AND timestamp_ms < {hi})" for lo, hi in hints.ranges())
+            time_where = f"({where}) AND ({ranges})"
+        columns = self._columns(table)
         rows: dict[str, dict] = {}
         vec: dict[str, float] = {}
         kw: dict[str, float] = {}
-        vec_ranked: list[str] = []
-        kw_ranked: list[str] = []
+        qv = None
         if request.mode in (Mode.HYBRID, Mode.VECTOR):
-            qv = self.embedder.embed_query(request.query)
-            hits = (table.search(qv, vector_column_name="vector").distance_type("cosine")
-                    .where(where, prefilter=True).select([*RESULT_COLUMNS, "_distance"]).limit(candidates).to_list())
-            for row in hits:
-                vec[row["id"]] = vector_score(row["_distance"])
-                vec_ranked.append(row["id"])
-                rows[row["id"]] = row
+            qv = np.asarray(self.embedder.embed_query(request.query), dtype=np.float32)
+            for w, limit in ((where, depth), (time_where, TIME_CANDIDATES)):
+                if w is None:
+                    continue
+                for row in (table.search(qv, vector_column_name="vector").distance_type("cosine")
+                            .where(w, prefilter=True).select([*columns, "_distance"]).limit(limit).to_list()):
+                    vec[row["id"]] = vector_score(row["_distance"])
+                    rows.setdefault(row["id"], row)
         if request.mode in (Mode.HYBRID, Mode.KEYWORD):
-            hits = self._fts(table, request.query, where, candidates)
-            for row in hits:
-                kw[row["id"]] = keyword_score(row["_score"])
-                kw_ranked.append(row["id"])
-                rows.setdefault(row["id"], row)
-        if request.mode is Mode.VECTOR:
-            scores = vec
-        elif request.mode is Mode.KEYWORD:
-            scores = kw
-        elif self.fusion == "rrf":
-            scores = fuse_rrf(vec_ranked, kw_ranked)
-        else:
-            scores = fuse_linear(vec, kw)
+            extra = ["vector"] if qv is not None else []
+            for w, limit in ((where, depth), (time_where, TIME_CANDIDATES)):
+                if w is None:
+                    continue
+                for row in self._fts(table, request.query, w, limit, [*columns, *extra]):
+                    kw[row["id"]] = keyword_score(row["_score"])
+                    if qv is not None and row["id"] not in vec:  # exact vector score, not 0 for a cut-off
+                        v = np.asarray(row["vector"], dtype=np.float32)
+                        vec[row["id"]] = max(0.0, min(1.0, float(v @ qv / (np.linalg.norm(v) * np.linalg.norm(qv) or 1.0))))
+                    row.pop("vector", None)
+                    rows.setdefault(row["id"], row)
+        cands = []
+        for key, row in rows.items():
+            if not scope.allows(row):  # defence in depth: never trust the prefilter alone
+                log.error("search.scope_leak_blocked", persona=request.persona, path=row.get("path"))
+                continue
+            memory = row.get("session") is None
+            seq = row.get("chunk_index") if memory else row.get("turn_seq")
+            cands.append(Candidate(key=key, group=row["path"] if memory else row["session"],
+                                   seq=None if seq is None else int(seq), vector=vec.get(key), keyword=kw.get(key),
+                                   timestamp_ms=row.get("timestamp_ms")))
+        scores = ranking.rank(cands, request.mode.value, hints, Fusion(self.fusion))
         terms = query_terms(request.query)
         best: dict[str, tuple[float, dict]] = {}
         for key, score in scores.items():
             row = rows[key]
-            if not scope.allows(row):  # defence in depth: never trust the prefilter alone
-                log.error("search.scope_leak_blocked", persona=request.persona, path=row.get("path"))
-                continue
             if score < request.min_score:
                 continue
             current = best.get(row["path"])
@@ -298,7 +292,19 @@ class Searcher:
             ))
         return out
 
-    def _fts(self, table, query: str, where: str, limit: int) -> list[dict]:
+    def _columns(self, table) -> list[str]:
+        """The result columns; ``turn_seq`` only when the table has it (a schema-1 table
+        is still served while its rebuild runs). A table name is one generation, whose
+        schema never changes: cached by name."""
+        has = self._has_seq.get(table.name)
+        if has is None:
+            try:
+                has = self._has_seq[table.name] = "turn_seq" in table.schema.names
+            except Exception:
+                has = False
+        return [*RESULT_COLUMNS, "turn_seq"] if has else list(RESULT_COLUMNS)
+
+    def _fts(self, table, query: str, where: str, limit: int, columns: list[str]) -> list[dict]:
         from lancedb.query import MatchQuery
 
         text = " ".join(_WORD.findall(query))
@@ -306,7 +312,7 @@ class Searcher:
             return []
         try:
             return (table.search(MatchQuery(text, "text"), query_type="fts")
-                    .where(where, prefilter=True).select([*RESULT_COLUMNS, "_score"]).limit(limit).to_list())
+                    .where(where, prefilter=True).select([*columns, "_score"]).limit(limit).to_list())
         except Exception as exc:  # e.g. no FTS index yet on a brand-new table
             log.warning("search.fts_failed", error=str(exc))
             return []

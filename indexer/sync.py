@@ -24,7 +24,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import structlog
 
@@ -172,6 +172,7 @@ def build_sessions(
     compactions = reader.compactions(compact)
     limit = ix.config.ledger.max_message_bytes
 
+    positions = {label: {t: i for i, t in enumerate(dict.fromkeys(anc))} for label, anc in out.ancestry.items()}
     for label, ids in wanted.items():
         session = by_label.get(label)
         for tid in ids:
@@ -197,7 +198,7 @@ def build_sessions(
             if isinstance(result, Skip):
                 out.skips.append(result)
             elif result is not None:
-                out.docs.append(result)
+                out.docs.append(replace(result, turn_seq=positions.get(label, {}).get(tid)))
     return out
 
 

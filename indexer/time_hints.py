@@ -1,0 +1,184 @@
+"""Dates named in a query ("last week", "in July", "on October 13, 2023") as
+time windows, so that ``memory_search`` can favour what was said then.
+
+Pure: ``parse(query, now)`` returns :class:`TimeHints`; ``match(ts_ms)`` says
+how well a document's time fits (1 inside a window, falling linearly to 0
+over ``margin_days`` outside it, because people often talk about an event a
+few days after it happened).
+
+A small regex grammar rather than a date-parsing library: the general parsers
+(dateparser, parsedatetime) read one date from a string, not dates *inside* a
+question, take tens of milliseconds per call, and read "may" or "march" in
+ordinary prose as months. Recognised, case-insensitive, English:
+
+- ``October 13, 2023`` · ``13 October 2023`` · ``2023-10-13`` → that day
+- ``October 2023`` → that month · ``2023`` (1900–2099, alone) → that year
+- ``in July`` / ``July`` → July of any year ("May"/"March" only capitalised)
+- ``today`` · ``yesterday`` · ``this/last week|month|year`` ·
+  ``N days|weeks|months ago`` · ``past/last N days|weeks|months``, relative to ``now``
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+import re
+from dataclasses import dataclass
+
+DAY_MS = 86_400_000
+#: How many days outside a window a document still gets part of the match.
+DEFAULT_MARGIN_DAYS = 7.0
+#: Month-of-any-year windows are expanded to concrete ranges over this many past years.
+MONTH_YEARS_BACK = 10
+
+_MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
+_MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
+_MONTHS["sept"] = 9
+_MON = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
+_YEAR = r"((?:19|20)\d\d)"
+
+_ISO = re.compile(r"\b((?:19|20)\d\d)-(\d\d)-(\d\d)\b")
+_MDY = re.compile(rf"\b({_MON})\.?\s+{_DAY},?\s+{_YEAR}\b", re.I)
+_DMY = re.compile(rf"\b{_DAY}\s+(?:of\s+)?({_MON})\.?,?\s+{_YEAR}\b", re.I)
+_MY = re.compile(rf"\b({_MON})\.?,?\s+(?:of\s+)?{_YEAR}\b", re.I)
+_M = re.compile(rf"\b({_MON})\b", re.I)
+_Y = re.compile(rf"\b{_YEAR}\b")
+_REL_AGO = re.compile(r"\b(\d{1,3}|a|one|two|three|four|five|six)\s+(day|week|month)s?\s+ago\b", re.I)
+_REL_PAST = re.compile(r"\b(?:past|last)\s+(\d{1,3}|two|three|four|five|six)\s+(day|week|month)s?\b", re.I)
+_REL_UNIT = re.compile(r"\b(this|last|past)\s+(week|month|year)\b", re.I)
+_TODAY = re.compile(r"\btoday\b", re.I)
+_YESTERDAY = re.compile(r"\byesterday\b", re.I)
+_NUMBER = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+# Month names that are also ordinary words: only taken as months when capitalised.
+_AMBIGUOUS = {"may", "march", "jan", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec"}
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """``[start_ms, end_ms)`` in epoch milliseconds (UTC)."""
+
+    start_ms: int
+    end_ms: int
+
+    def distance_days(self, ts_ms: int) -> float:
+        if self.start_ms <= ts_ms < self.end_ms:
+            return 0.0
+        gap = self.start_ms - ts_ms if ts_ms < self.start_ms else ts_ms - self.end_ms + 1
+        return gap / DAY_MS
+
+
+@dataclass(frozen=True, slots=True)
+class TimeHints:
+    """The windows a query names; empty when it names none."""
+
+    windows: tuple[Window, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.windows)
+
+    def match(self, ts_ms: int | None, margin_days: float = DEFAULT_MARGIN_DAYS) -> float:
+        """1.0 inside a window, linearly less up to ``margin_days`` outside it, else 0."""
+        if ts_ms is None or not self.windows:
+            return 0.0
+        d = min(w.distance_days(int(ts_ms)) for w in self.windows)
+        if d <= 0:
+            return 1.0
+        return max(0.0, 1.0 - d / margin_days) if margin_days > 0 else 0.0
+
+    def ranges(self, margin_days: float = DEFAULT_MARGIN_DAYS) -> list[tuple[int, int]]:
+        """The windows widened by the margin: what a timestamp prefilter should cover."""
+        pad = int(margin_days * DAY_MS)
+        return [(w.start_ms - pad, w.end_ms + pad) for w in self.windows]
+
+
+def _ms(d: dt.date) -> int:
+    return int(dt.datetime(d.year, d.month, d.day, tzinfo=dt.timezone.utc).timestamp() * 1000)
+
+
+def _day(y: int, m: int, d: int) -> Window | None:
+    try:
+        start = dt.date(y, m, d)
+    except ValueError:
+        return None
+    return Window(_ms(start), _ms(start + dt.timedelta(days=1)))
+
+
+def _month(y: int, m: int) -> Window:
+    nxt = dt.date(y + 1, 1, 1) if m == 12 else dt.date(y, m + 1, 1)
+    return Window(_ms(dt.date(y, m, 1)), _ms(nxt))
+
+
+def _months_back(day: dt.date, n: int) -> dt.date:
+    y, m = divmod(day.year * 12 + day.month - 1 - n, 12)
+    return dt.date(y, m + 1, min(day.day, calendar.monthrange(y, m + 1)[1]))
+
+
+def _relative(today: dt.date, n: int, unit: str) -> dt.date:
+    unit = unit.lower()
+    if unit == "day":
+        return today - dt.timedelta(days=n)
+    if unit == "week":
+        return today - dt.timedelta(weeks=n)
+    return _months_back(today, n)
+
+
+def parse(query: str, now: dt.datetime | None = None) -> TimeHints:
+    """The time windows named in ``query``; relative words are read against ``now`` (UTC)."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    today = now.astimezone(dt.timezone.utc).date()
+    text = query
+    windows: list[Window] = []
+
+    def take(pattern: re.Pattern, build) -> None:
+        nonlocal text
+        for m in list(pattern.finditer(text)):
+            w = build(m)
+            if w is not None:
+                windows.append(w)
+                text = text.replace(m.group(0), " ", 1)
+
+    take(_ISO, lambda m: _day(int(m[1]), int(m[2]), int(m[3])))
+    take(_MDY, lambda m: _day(int(m[3]), _MONTHS[m[1].lower()], int(m[2])))
+    take(_DMY, lambda m: _day(int(m[3]), _MONTHS[m[2].lower()], int(m[1])))
+    take(_MY, lambda m: _month(int(m[2]), _MONTHS[m[1].lower()]))
+    take(_TODAY, lambda m: Window(_ms(today), _ms(today + dt.timedelta(days=1))))
+    take(_YESTERDAY, lambda m: Window(_ms(today - dt.timedelta(days=1)), _ms(today)))
+    take(_REL_AGO, lambda m: (lambda d: Window(_ms(d - dt.timedelta(days=3)), _ms(d + dt.timedelta(days=4))))(
+        _relative(today, _NUMBER.get(m[1].lower()) or int(m[1]), m[2])))
+    take(_REL_PAST, lambda m: Window(_ms(_relative(today, _NUMBER.get(m[1].lower()) or int(m[1]), m[2])),
+                                     _ms(today + dt.timedelta(days=1))))
+
+    def unit_window(m: re.Match) -> Window:
+        which, unit = m[1].lower(), m[2].lower()
+        end = _ms(today + dt.timedelta(days=1))
+        if which == "past":  # "past week": the last 7 days / month / year up to today
+            return Window(_ms(_relative(today, 1, unit) if unit != "year" else _months_back(today, 12)), end)
+        if unit == "week":
+            monday = today - dt.timedelta(days=today.weekday())
+            return Window(_ms(monday), end) if which == "this" else Window(_ms(monday - dt.timedelta(weeks=1)), _ms(monday))
+        if unit == "month":
+            first = today.replace(day=1)
+            return Window(_ms(first), end) if which == "this" else _month(*(lambda d: (d.year, d.month))(_months_back(first, 1)))
+        first = dt.date(today.year, 1, 1)
+        return Window(_ms(first), end) if which == "this" else Window(_ms(dt.date(today.year - 1, 1, 1)), _ms(first))
+
+    take(_REL_UNIT, unit_window)
+
+    def month_any_year(m: re.Match) -> None:
+        word = m[1]
+        if word.lower() in _AMBIGUOUS and (not word[0].isupper() or not text[: m.start()].strip()):
+            return None  # "may", or "May I ask…" opening the query
+        month = _MONTHS[word.lower()]
+        for year in range(today.year - MONTH_YEARS_BACK, today.year + 1):
+            windows.append(_month(year, month))
+        return None
+
+    for m in list(_M.finditer(text)):
+        month_any_year(m)
+    text = _M.sub(" ", text)
+    take(_Y, lambda m: Window(_ms(dt.date(int(m[1]), 1, 1)), _ms(dt.date(int(m[1]) + 1, 1, 1))))
+    return TimeHints(tuple(sorted(set(windows), key=lambda w: (w.start_ms, w.end_ms))))
+
+
+__all__ = ["TimeHints", "Window", "parse", "DEFAULT_MARGIN_DAYS"]
