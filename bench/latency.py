@@ -479,7 +479,9 @@ def sync_throughput(real, lines: Sequence[str], n: int, reps: int) -> dict:
     with LedgerWriter(ledger, start_ms=1_700_000_000_000, seed=5) as w:
         for i, (a, b) in enumerate(pairs):
             w.turn(f"sync-{i % 20:02d}", persona="syncbench", user=a, assistant=b)
-    bodies = [f"User: {a}\n\nAssistant: {b}" for a, b in pairs]
+    from indexer.chunking import embedding_text
+
+    bodies = [embedding_text(f"User: {a}\n\nAssistant: {b}") for a, b in pairs]  # what the sink embeds
     tokens = [fast.count_tokens(b) for b in bodies]
     fast.embed(bodies)  # warm-up: ORT grows its arena for every batch shape once; not timed
     padding: dict[str, float] = {}

@@ -45,7 +45,7 @@ title          string, not null            document title on chunk 0, ``""`` els
 timestamp_ms   int64, nullable             turn completion time (ms since epoch) (BTREE)
 turn_seq       int32, nullable             the turn's position in its session's thread; null for memory
 content_hash   string, not null            ``Document.content_hash`` (same on every chunk)
-vector         fixed_size_list<float32>[dim]  L2-normalised embedding of ``text``
+vector         fixed_size_list<float32>[dim]  L2-normalised embedding of ``text`` without role labels (``embedding_text``)
 =============  ==========================  ==================================================
 
 Indexes: FTS on ``text`` (``simple`` tokenizer, English stemming, stop words,
@@ -103,7 +103,9 @@ import pyarrow as pa
 from lancedb.index import FTS, Bitmap, BTree
 
 from exporters.base import SinkError
-from indexer.chunking import CHUNKING_VERSION, DEFAULT_MAX_TOKENS, DEFAULT_OVERLAP_TOKENS, chunk_document
+from indexer.chunking import (
+    CHUNKING_VERSION, DEFAULT_MAX_TOKENS, DEFAULT_OVERLAP_TOKENS, chunk_document, embedding_text,
+)
 from indexer.embeddings import Embedder
 from indexer.types import Chunk, Document
 
@@ -622,7 +624,7 @@ class LanceSink:
                 raise SinkError("lancedb: a document has an empty path")
             latest[d.path] = d  # last wins
         per_doc = [(d, self._chunks(d)) for d in latest.values()]
-        texts = [_clean(c.text) for _, cs in per_doc for c in cs]
+        texts = [_clean(embedding_text(c.text)) for _, cs in per_doc for c in cs]
         try:
             vecs = np.asarray(self.embedder.embed(texts), dtype=np.float32)
         except Exception as e:

@@ -253,12 +253,13 @@ class Searcher:
             for w, limit in ((where, depth), (time_where, TIME_CANDIDATES)):
                 if w is None:
                     continue
-                for row in self._fts(table, request.query, w, limit, [*columns, *extra]):
+                hits, vectors = self._fts(table, request.query, w, limit, [*columns, *extra])
+                if vectors is not None:  # exact vector scores, not 0 for ranking below the vector list's cut-off
+                    sims = vectors @ (qv / (np.linalg.norm(qv) or 1.0))
+                for i, row in enumerate(hits):
                     kw[row["id"]] = keyword_score(row["_score"])
-                    if qv is not None and row["id"] not in vec:  # exact vector score, not 0 for a cut-off
-                        v = np.asarray(row["vector"], dtype=np.float32)
-                        vec[row["id"]] = max(0.0, min(1.0, float(v @ qv / (np.linalg.norm(v) * np.linalg.norm(qv) or 1.0))))
-                    row.pop("vector", None)
+                    if vectors is not None and row["id"] not in vec:
+                        vec[row["id"]] = max(0.0, min(1.0, float(sims[i])))
                     rows.setdefault(row["id"], row)
         cands = []
         for key, row in rows.items():
@@ -304,18 +305,29 @@ class Searcher:
                 has = False
         return [*RESULT_COLUMNS, "turn_seq"] if has else list(RESULT_COLUMNS)
 
-    def _fts(self, table, query: str, where: str, limit: int, columns: list[str]) -> list[dict]:
+    def _fts(self, table, query: str, where: str, limit: int, columns: list[str]) -> tuple[list[dict], np.ndarray | None]:
+        """BM25 hits as row dicts, and their unit vectors as one matrix when ``vector`` is asked for
+        (converted column-wise: a Python list per vector would cost more than the query)."""
         from lancedb.query import MatchQuery
 
         text = " ".join(_WORD.findall(query))
         if not text:
-            return []
+            return [], None
         try:
-            return (table.search(MatchQuery(text, "text"), query_type="fts")
-                    .where(where, prefilter=True).select([*columns, "_score"]).limit(limit).to_list())
+            tbl = (table.search(MatchQuery(text, "text"), query_type="fts")
+                   .where(where, prefilter=True).select([*columns, "_score"]).limit(limit).to_arrow())
         except Exception as exc:  # e.g. no FTS index yet on a brand-new table
             log.warning("search.fts_failed", error=str(exc))
-            return []
+            return [], None
+        vectors = None
+        if "vector" in tbl.column_names:
+            col = tbl.column("vector").combine_chunks()
+            dim = col.type.list_size
+            vectors = col.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32, copy=False)
+            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+            vectors = vectors / np.where(norms == 0, 1.0, norms)
+            tbl = tbl.drop_columns(["vector"])
+        return tbl.to_pylist(), vectors
 
 
 __all__ = ["SearchRequest", "SearchResponse", "SearchResult", "Searcher", "SearchError", "Mode"]

@@ -97,10 +97,11 @@ def _ms(d: dt.date) -> int:
 
 
 def _day(y: int, m: int, d: int) -> Window | None:
+    """That day; its month when the day does not exist (``Feb 30``); None for a bad month."""
     try:
         start = dt.date(y, m, d)
     except ValueError:
-        return None
+        return _month(y, m) if 1 <= m <= 12 else None
     return Window(_ms(start), _ms(start + dt.timedelta(days=1)))
 
 

@@ -138,6 +138,7 @@ def test_locomo_pipeline_end_to_end_with_fake_embedder(tmp_path: Path):
     ix = Indexer(config, sinks=build_sinks(config, embedder=embedder), redact=lambda s: s, redaction_version="test")
     try:
         summary = sync_once(ix)
+        L.add_projects(ix.state, [MINI])
     finally:
         ix.close()
     assert summary.documents_written == 5
@@ -184,14 +185,28 @@ def test_real_locomo_mapping_is_recoverable():
     assert n_questions + dropped == 1540 and n_questions == 1535
 
 
-def test_weight_recommendation_prefers_the_larger_weight_within_noise():
-    def row(w, k, r10):
-        return {"weight": w, "bm25_k": k, "agg": {"overall": {5: r10 - 8, 10: r10, 25: r10 + 8}}}
+def test_cross_validation_measures_each_pick_on_the_other_fold():
+    def point(w, f0, f1):
+        return {"values": {"SESSION_WEIGHT": w}, "fold_r10": [f0, f1], "fold_n": [100, 300]}
 
-    sweep = [row(0.2, 8.0, 62.0), row(0.3, 8.0, 61.9), row(0.3, 4.0, 61.6), row(0.4, 4.0, 60.5), row(0.7, 4.0, 54.2)]
-    pick = L.choose_weight(sweep, default_k=4.0)
-    assert (pick["weight"], pick["bm25_k"]) == (0.3, 4.0)  # 0.4 is 1.5 below the best: out
+    points = [point(0.4, 70.0, 60.0), point(0.6, 66.0, 64.0), point(0.8, 50.0, 65.0)]
+    cv = L.cross_validate(points)
+    # fold 0 picks 0.4 (70 there) → 60 on fold 1; fold 1 picks 0.8 (65 there) → 50 on fold 0
+    assert [p["values"]["SESSION_WEIGHT"] for p in cv["picks"]] == [0.4, 0.8]
+    assert [p["test_r10"] for p in cv["picks"]] == [60.0, 50.0]
+    assert cv["cv_r10"] == pytest.approx((60.0 * 300 + 50.0 * 100) / 400)
+
+
+def test_verdict_names_the_target():
     aggs = {name: {"overall": {5: 40.0, 10: r10, 25: 60.0}} for name, r10 in
-            (("hybrid", 54.2), ("hybrid-rrf", 53.3), ("keyword", 60.8), ("vector", 41.6))}
-    text = L.recommend(aggs, sweep, 0.7, 4.0)
-    assert "fusion **linear**" in text and "VECTOR_WEIGHT=0.3" in text and "**not met**" in text
+            (("hybrid", 68.0), ("keyword", 60.8))}
+    assert "**not met**" in L.verdict(aggs, None)
+    aggs["hybrid"]["overall"][10] = 70.2
+    text = L.verdict(aggs, {"cv_r10": 69.5})
+    assert "met" in text and "not met" not in text and "69.5" in text
+
+
+def test_conversation_membership_of_labels():
+    assert L.in_conversation(L.session_label("conv-2", 3), "conv-2")
+    assert not L.in_conversation(L.session_label("conv-26", 3), "conv-2")
+    assert not L.in_conversation(None, "conv-2")

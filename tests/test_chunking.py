@@ -157,3 +157,36 @@ def test_real_tokenizer_limits_hold() -> None:
     chunks = chunk_document(text, count_tokens=count, max_tokens=DEFAULT_MAX_TOKENS, overlap_tokens=DEFAULT_OVERLAP_TOKENS)
     check_invariants(text, chunks, count, DEFAULT_MAX_TOKENS)
     assert all(count(c.text) + 2 <= model_files.MAX_TOKENS for c in chunks)
+
+
+def test_embedding_text_drops_role_labels_only():
+    from indexer.chunking import embedding_text
+
+    text = "User: what is the plan?\n\nAssistant: ship on Friday.\nUser:no space\n  User: indented\nSummary: done"
+    assert embedding_text(text) == "what is the plan?\n\nship on Friday.\nUser:no space\n  User: indented\ndone"
+    assert embedding_text("My User: field") == "My User: field"
+
+
+def test_the_sink_embeds_chunks_without_role_labels(tmp_path):
+    from fake_embedder import FakeEmbedder
+
+    from exporters.lancedb import LanceSink
+    from indexer.types import DocKind, Document, Source
+
+    seen: list[str] = []
+
+    class Recording(FakeEmbedder):
+        def embed(self, texts):
+            seen.extend(texts)
+            return super().embed(texts)
+
+    body = "User: the ferry leaves at nine\n\nAssistant: noted"
+    text = "Session: s\nTurn: t\n\n" + body
+    doc = Document(path="sessions/s/turns/t.md", source=Source.SESSIONS, persona="p", session="s", turn_id="t",
+                   kind=DocKind.TURN, title="t", text=text, body=body, content_hash="h", body_start_line=4)
+    sink = LanceSink(tmp_path / "db", Recording())
+    try:
+        sink.upsert("p", [doc])
+    finally:
+        sink.close()
+    assert seen == ["the ferry leaves at nine\n\nnoted"]
