@@ -37,6 +37,7 @@ and CPU time, and the padding the model actually ran (recorded batches).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -54,7 +55,7 @@ from bench.common import (LOCOMO_PATH, OUT, REPO, Timer, file_lock, fmt_s, loada
                           percentile, sha256_file, sha256_json, wait_for_redaction, write_outputs)
 
 NAME = "latency"
-CORPUS_VERSION = "latency-corpus-v1"
+CORPUS_VERSION = "latency-corpus-v2"  # v2: turns carry turn_seq
 PERSONA = "bench"
 POOL_SIZE = 2000
 NOISE = 0.01
@@ -189,7 +190,7 @@ def make_docs(n_turns: int, pool: Sequence[str], start: int = 0, count: int | No
         turn = TurnRow(tid, None, "normal", "completed", ts, ts, "claude-sonnet-4", "anthropic")
         msgs = [MessageRow(f"{tid}-u", tid, "user", a, len(a), 0), MessageRow(f"{tid}-a", tid, "assistant", b, len(b), 1)]
         doc = turn_document(PERSONA, label, turn, msgs, redact=lambda s: s, max_message_bytes=1_000_000)
-        docs.append(doc)
+        docs.append(dataclasses.replace(doc, turn_seq=i % TURNS_PER_SESSION))  # as sync sets it
     return docs
 
 
