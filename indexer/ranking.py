@@ -17,7 +17,8 @@ scores into one score in 0..1 per chunk.
 3. **Dates in the query** (every mode) — when the query names a time
    (:mod:`indexer.time_hints`), ``(1 − TIME_WEIGHT)·score + TIME_WEIGHT·match``
    where ``match`` is 1 inside the window and falls to 0 over
-   ``TIME_MARGIN_DAYS`` outside it. Queries without dates are unaffected.
+   ``TIME_MARGIN_DAYS`` outside it. Queries without dates, and queries whose
+   dates match no candidate, are unaffected.
 
 Weights were chosen on LoCoMo with two-fold cross-validation over its
 conversations (bench/RESULTS.md).
@@ -124,7 +125,10 @@ def with_time(scores: dict[str, float], cands: Iterable[Candidate], hints: TimeH
     w = TIME_WEIGHT if weight is None else weight
     margin = TIME_MARGIN_DAYS if margin_days is None else margin_days
     ts = {c.key: c.timestamp_ms for c in cands}
-    return {k: (1 - w) * s + w * hints.match(ts.get(k), margin) for k, s in scores.items()}
+    match = {k: hints.match(ts.get(k), margin) for k in scores}
+    if not any(match.values()):  # nothing from then (or "2000 users" read as a year): leave scores alone
+        return scores
+    return {k: (1 - w) * s + w * match[k] for k, s in scores.items()}
 
 
 def rank(cands: Sequence[Candidate], mode: str, hints: TimeHints, fusion: Fusion = Fusion.LINEAR) -> dict[str, float]:

@@ -73,9 +73,10 @@ def test_dates_in_the_query_favour_documents_from_then():
     assert order(rank(cs, "keyword", NO_DATES))[0] == "later"
     assert order(rank(cs, "keyword", window))[0] == "then"
     assert order(rank(cs, "hybrid", window))[0] == "then"
-    # a query without dates leaves scores as they are
+    # a query without dates, or whose dates match nothing found, leaves scores as they are
     base = {"x": 0.3}
     assert with_time(base, [cand("x", ts=1)], NO_DATES) is base
+    assert with_time(base, [cand("x", ts=400 * DAY_MS)], window) is base
 
 
 def test_rrf_fusion_ignores_context():
