@@ -73,8 +73,8 @@ ABLATIONS = {
     "previous release: fusion only, BM25_K 4": {"NEIGHBOUR_WEIGHT": 0.0, "SESSION_WEIGHT": 0.0, "TIME_WEIGHT": 0.0,
                                                 "BM25_K": 4.0},
 }
-GRID = {"VECTOR_WEIGHT": (0.3, 0.4), "SESSION_WEIGHT": (0.6, 0.8, 1.0), "SESSION_TOP": (2, 3)}
-QUICK_GRID = {"SESSION_WEIGHT": (0.4, 0.6)}
+GRID = {"VECTOR_WEIGHT": (0.3, 0.4), "SESSION_WEIGHT": (0.6, 1.0, 1.5), "SESSION_TOP": (1, 2, 3)}
+QUICK_GRID = {"SESSION_WEIGHT": (0.6, 1.0)}
 
 _SESSION_KEY = re.compile(r"session_(\d+)")
 _TURN_ID = re.compile(r"^(?P<sample>.+)-D(?P<s>\d+)-(?P<i>\d+)$")
