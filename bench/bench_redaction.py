@@ -170,6 +170,11 @@ def main(argv: list[str] | None = None) -> int:
     print(report)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(report + "\n", encoding="utf-8")
+    OUT.with_suffix(".json").write_text(json.dumps({
+        "version": REDACTION_VERSION, "secrets": s["secrets"], "missed": len(s["missed"]), "recall": s["recall"],
+        "chat": s["chat"], "chat_changed": len(s["changed_chat"]), "clean": s["cleans"],
+        "clean_changed": len(s["changed_clean"]), "mb_s_per_message": per_doc, "mb_s_whole": whole,
+        "mb_s_dense": dense_mb, "sync_share": share}, indent=1) + "\n", encoding="utf-8")
     return 0 if s["recall"] >= RECALL_TARGET and not s["changed_chat"] else 1
 
 

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.common import OUT, REPO, fmt_s, git_commit, log, machine, out_dir
+from bench.summary import summary
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             sections.append(r["path"].read_text(encoding="utf-8").strip())
         else:
             sections.append(f"## {bench.name}\n\n{r['status']}: no section written (see the console log).")
-    doc = header(results, args.quick, "-" if args.assemble_only else args.only) + "\n\n" + "\n\n".join(sections) + "\n"
+    doc = (header(results, args.quick, "-" if args.assemble_only else args.only) + "\n\n" + summary() + "\n\n"
+           + "\n\n".join(sections) + "\n")
     target = OUT / "RESULTS.generated.md"
     target.write_text(doc, encoding="utf-8")
     log(f"wrote {target}")

@@ -210,3 +210,20 @@ def test_conversation_membership_of_labels():
     assert L.in_conversation(L.session_label("conv-2", 3), "conv-2")
     assert not L.in_conversation(L.session_label("conv-26", 3), "conv-2")
     assert not L.in_conversation(None, "conv-2")
+
+
+def test_summary_reads_the_result_files_and_flags_misses(tmp_path, monkeypatch):
+    import bench.summary as S
+
+    monkeypatch.setattr(S, "OUT", tmp_path)
+    (tmp_path / "redaction.json").write_text(json.dumps({
+        "secrets": 168, "missed": 3, "recall": 165 / 168, "chat": 117, "chat_changed": 0, "sync_share": 0.001}))
+    (tmp_path / "locomo.json").write_text(json.dumps({
+        "aggs": {"hybrid": {"overall": {"5": 50.0, "10": 69.9, "25": 77.0}},
+                 "keyword": {"overall": {"5": 50.0, "10": 60.0, "25": 70.0}}},
+        "n_questions": 1535, "limited": "", "grid": {"cv_r10": 69.0}}))
+    (tmp_path / "latency.json").write_text(json.dumps({"sync": {"old": "shape"}}))
+    text = S.summary()
+    assert "165/168 = 98.2 %" in text and "| 0/117 | 0 | yes |" in text
+    assert "69.9" in text and "cross-validated 69.0" in text and "| ≥ 70 | **no** |" in text
+    assert "latency | result file not understood" in text and "| daemon | not run |" in text

@@ -1,0 +1,105 @@
+"""The "targets of the issues" table at the top of bench/RESULTS.md, built from the
+JSON every benchmark leaves in ``bench/out`` (a missing one gives "not run")."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from bench.common import OUT
+
+Row = tuple[str, str, str, str]  # measure, result, target, met
+
+
+def _load(name: str) -> dict | None:
+    try:
+        return json.loads((OUT / f"{name}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _yes(ok: bool) -> str:
+    return "yes" if ok else "**no**"
+
+
+def redaction_rows(d: dict) -> list[Row]:
+    return [
+        ("redaction recall, secrets_dev", f"{d['secrets'] - d['missed']}/{d['secrets']} = {100 * d['recall']:.1f} %",
+         "≥ 98 %", _yes(d["recall"] >= 0.98)),
+        ("clean_chat lines changed", f"{d['chat_changed']}/{d['chat']}", "0", _yes(d["chat_changed"] == 0)),
+        ("redaction share of a sync", f"{100 * d['sync_share']:.2f} %", "< 5 %", _yes(d["sync_share"] < 0.05)),
+    ]
+
+
+def locomo_rows(d: dict) -> list[Row]:
+    h, kw = d["aggs"]["hybrid"]["overall"], d["aggs"]["keyword"]["overall"]
+    n = d.get("n_questions", "?")
+    cv = (d.get("grid") or {}).get("cv_r10")
+    extra = f"; cross-validated {cv:.1f}" if isinstance(cv, (int, float)) else ""
+    partial = f" (partial: {d['limited']})" if d.get("limited") else ""
+    return [(f"LoCoMo hybrid recall@10 ({n} questions, cat. 1–4){partial}",
+             f"{h['10']:.1f} (R@5 {h['5']:.1f}, R@25 {h['25']:.1f}){extra}; keyword {kw['10']:.1f}; DRAGON 66.2",
+             "≥ 70", _yes(h["10"] >= 70.0 and not d.get("limited")))]
+
+
+def latency_rows(d: dict) -> list[Row]:
+    rows: list[Row] = []
+    s = d.get("sync") or {}
+    if s:
+        rows.append(("sync throughput / raw fastembed, same texts, same run",
+                     f"{s['ratio']:.2f} ({s['sync_median']:.1f} vs {s['raw_median']:.1f} per s; "
+                     f"{s['cpu_ratio']:.2f} by CPU time)", "≥ 0.85", _yes(s["ratio"] >= 0.85)))
+    for size in ("10k", "100k"):
+        q = (d.get("inproc") or {}).get(size)
+        if q:
+            rows.append((f"hybrid query, {size} chunks, in-process, session / project scope",
+                         f"p50 {q['session']['p50']:.0f} / {q['project']['p50']:.0f} ms, "
+                         f"p95 {q['session']['p95']:.0f} / {q['project']['p95']:.0f} ms", "report", "–"))
+    return rows
+
+
+def daemon_rows(d: dict) -> list[Row]:
+    rows: list[Row] = []
+    f = d.get("freshness") or {}
+    appends = f.get("appends", [])
+    if appends:  # a turn never found counts as infinitely late
+        gaps = sorted(a["delay_s"] * 1000 if a.get("found") else float("inf") for a in appends)
+        p50, p95 = gaps[len(gaps) // 2], gaps[min(len(gaps) - 1, int(0.95 * len(gaps)))]
+        lost = sum(1 for a in appends if not a.get("found"))
+        rows.append((f"freshness, commit → found, {len(gaps)} appends",
+                     f"p50 {p50:.0f} ms, p95 {p95:.0f} ms" + (f", {lost} never found" if lost else ""),
+                     "p50 ≤ 1 s", _yes(p50 <= 1000)))
+    c = (d.get("load") or {}).get("concurrent")
+    if c:
+        rows.append((f"API at {d['load'].get('size', '?')} chunks, {c['clients']} clients",
+                     f"p50 {c['p50']:.0f} / p95 {c['p95']:.0f} / p99 {c['p99']:.0f} ms, {c['rps']:.0f} req/s",
+                     "report", "–"))
+    idles = [x["idle"] for x in (f, d.get("load") or {}) if x.get("idle")]
+    if idles:
+        cpu = [i["cpu_pct"] for i in idles]
+        rss = [i["rss_end_mb"] for i in idles]
+        rows.append(("idle daemon, 60 s", f"{min(cpu):.1f}–{max(cpu):.1f} % of a core, RSS {min(rss):.0f}–"
+                                          f"{max(rss):.0f} MB", "report", "–"))
+    return rows
+
+
+SOURCES: dict[str, Callable[[dict], list[Row]]] = {
+    "redaction": redaction_rows, "locomo": locomo_rows, "latency": latency_rows, "daemon": daemon_rows,
+}
+
+
+def summary() -> str:
+    rows: list[Row] = []
+    for name, build in SOURCES.items():
+        data = _load(name)
+        if data is None:
+            rows.append((name, "not run", "", ""))
+            continue
+        try:
+            rows.extend(build(data))
+        except (KeyError, TypeError, ValueError) as exc:  # an older JSON shape: say so, never guess
+            rows.append((name, f"result file not understood ({type(exc).__name__}: {exc}); rerun it", "", ""))
+    lines = ["## Summary (targets of the issues)", "", "| measure | result | target | met |",
+             "| :--- | :--- | :--- | :--- |"]
+    lines += [f"| {' | '.join(r)} |" for r in rows]
+    return "\n".join(lines)
