@@ -677,7 +677,10 @@ def create_app(backend: ApiBackend, *, admin_token: str | None, max_request_byte
     # -- search and get --
 
     @app.post("/v1/memory_search", response_model=SearchResponseModel, tags=["memory"],
-              responses=_errors(*_BODY_ERRORS, 503), summary="Scoped hybrid search over a persona's memory")
+              responses=_errors(*_BODY_ERRORS, 503), summary="Scoped hybrid search over a persona's memory",
+              description="Vector + BM25 fused, each turn read in its conversation (its neighbours, its "
+                          "session); dates named in the query (\"last week\", \"on 2025-03-01\", \"in July\") "
+                          "favour what was said then. Scores are 0..1 and comparable across queries.")
     def memory_search(body: SearchRequestBody) -> JSONResponse:
         request = body.plain()
         started = time.perf_counter()
