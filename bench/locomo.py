@@ -625,7 +625,10 @@ def report(ctx: dict) -> str:
                      f"{median(r.took_ms):.0f}"])
     rows.append(["DRAGON (LoCoMo paper, Table 3; reference)", _f(DRAGON[5]), _f(DRAGON[10]), _f(DRAGON[25]), "", ""])
     lines.append(md_table(["retriever", "R@5", "R@10", "R@25", "no result", "ms/query (p50)"], rows))
-    lines += ["", "ms/query: in-process `Searcher.search` (query embedding + LanceDB) for ledger-indexer; "
+    lines += ["", "`keyword` and `vector` are single-signal modes but, like every mode, honour dates named in "
+                  f"the question ({ctx['dated']:,} of the {nq:,} questions name one); conversational context is "
+                  "part of `hybrid` only. What each part adds is in the ablation table below.",
+              "", "ms/query: in-process `Searcher.search` (query embedding + LanceDB) for ledger-indexer; "
                   "a whole `qmd` CLI process (Node start-up included, 2 in parallel) for QMD."]
     if "qmd-search" in runs:
         def empty(name: str) -> str:
@@ -681,7 +684,7 @@ def report(ctx: dict) -> str:
     lines += ["", "### Time", ""]
     bi = ctx["build_info"]
     first = bi.get("first_embedding_build") or {}
-    build_line = (f"first index build with embedding: {first.get('documents', '?')} documents "
+    build_line = (f"index build: {first.get('documents', '?')} documents "
                   f"({first.get('texts_embedded', '?')} texts embedded, the rest from the vector cache) in "
                   f"{first.get('seconds', '?')} s ({first.get('docs_per_s', '?')} docs/s, {first.get('when', '?')})"
                   if first else "index build time not recorded")
@@ -709,10 +712,20 @@ def _r(agg: dict) -> list[str]:
     return [_f(a[5]), _f(a[10]), _f(a[25]), " / ".join(_f(agg[c][10]) for c in sorted(CATEGORIES))]
 
 
-def verdict(aggs: dict, grid: dict | None) -> str:
+def standard_error(values: Sequence[float]) -> float:
+    """Standard error of a mean of per-question recalls, in points."""
+    n = len(values)
+    if n < 2:
+        return float("nan")
+    mean = sum(values) / n
+    return 100.0 * math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n)
+
+
+def verdict(aggs: dict, grid: dict | None, se: float = float("nan")) -> str:
     h = aggs["hybrid"]["overall"]
     met = h[10] >= TARGET_R10
-    text = (f"hybrid R@10 {h[10]:.1f} (target ≥ {TARGET_R10:g}: {'met' if met else '**not met**'}; "
+    noise = f", ± {se:.1f} standard error over questions" if se == se else ""
+    text = (f"hybrid R@10 {h[10]:.1f}{noise} (target ≥ {TARGET_R10:g}: {'met' if met else '**not met**'}; "
             f"DRAGON {DRAGON[10]}; keyword alone {aggs['keyword']['overall'][10]:.1f})")
     if grid:
         text += f"; cross-validated over conversations: {grid['cv_r10']:.1f}"
@@ -741,6 +754,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
 
     import indexer.ranking as R
+    from indexer import time_hints
     from indexer.search import Searcher
 
     data = json.loads(LOCOMO_PATH.read_text(encoding="utf-8"))
@@ -802,7 +816,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "aggs": aggs, "runs": runs, "n_questions": len(qs), "n_samples": len(samples), "turns": built.turns,
         "dropped": dropped, "redaction": built.build_info.get("redaction", "?"), "limited": ", ".join(limited),
         "ablations": abl, "grid": grid, "knobs": shipped, "rrf_k": R.RRF_K,
-        "recommendation": verdict(aggs, grid),
+        "dated": sum(1 for q in qs if time_hints.parse(q.question)),
+        "recommendation": verdict(aggs, grid, standard_error(
+            [recalls(d, q.gold)[10] for q, d in zip(qs, runs["hybrid"].per_question)])),
         "build_info": built.build_info, "sync_mode": built.sync_mode, "docs_written": built.docs_written,
         "embedded_now": built.embedded_now,
         "timing": {"ledger": built.ledger_seconds, "sync": built.sync_seconds,

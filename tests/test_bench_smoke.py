@@ -202,8 +202,8 @@ def test_verdict_names_the_target():
             (("hybrid", 68.0), ("keyword", 60.8))}
     assert "**not met**" in L.verdict(aggs, None)
     aggs["hybrid"]["overall"][10] = 70.2
-    text = L.verdict(aggs, {"cv_r10": 69.5})
-    assert "met" in text and "not met" not in text and "69.5" in text
+    text = L.verdict(aggs, {"cv_r10": 69.5}, L.standard_error([0.0, 1.0] * 50))
+    assert "met" in text and "not met" not in text and "69.5" in text and "± 5.0 standard error" in text
 
 
 def test_conversation_membership_of_labels():
