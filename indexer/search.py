@@ -24,10 +24,9 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Literal
 
+import numpy as np
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-import numpy as np
 
 from indexer import ranking, time_hints
 from indexer.config import Config
