@@ -753,7 +753,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         wait_for_redaction(args.wait_redaction, log=log)
     started = time.perf_counter()
 
-    import indexer.ranking as R
     from indexer import time_hints
     from indexer.search import Searcher
 
@@ -815,7 +814,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ctx = {
         "aggs": aggs, "runs": runs, "n_questions": len(qs), "n_samples": len(samples), "turns": built.turns,
         "dropped": dropped, "redaction": built.build_info.get("redaction", "?"), "limited": ", ".join(limited),
-        "ablations": abl, "grid": grid, "knobs": shipped, "rrf_k": R.RRF_K,
+        "ablations": abl, "grid": grid, "knobs": shipped,
         "dated": sum(1 for q in qs if time_hints.parse(q.question)),
         "recommendation": verdict(aggs, grid, standard_error(
             [recalls(d, q.gold)[10] for q, d in zip(qs, runs["hybrid"].per_question)])),
@@ -829,7 +828,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         md += f"\n\n{qmd_note}"
     raw = {
         "aggs": {n: {str(k): v for k, v in a.items()} for n, a in aggs.items()},
-        "ablations": [{k: v for k, v in a.items()} for a in abl], "grid": grid, "knobs": shipped,
+        "ablations": abl, "grid": grid, "knobs": shipped,
         "n_questions": len(qs), "dropped": dropped,
         "limited": ctx["limited"], "build_info": built.build_info, "timing": ctx["timing"],
         "empty": {n: r.empty for n, r in runs.items()},

@@ -655,8 +655,7 @@ class LanceSink:
                 cols["doc_text"].append(_clean(d.text) if c.index == 0 else "")
                 cols["title"].append(_clean(d.title or "") if c.index == 0 else "")
                 cols["timestamp_ms"].append(None if d.timestamp_ms is None else int(d.timestamp_ms))
-                seq = getattr(d, "turn_seq", None)
-                cols["turn_seq"].append(None if seq is None else int(seq))
+                cols["turn_seq"].append(None if d.turn_seq is None else int(d.turn_seq))
                 cols["content_hash"].append(d.content_hash)
         schema = make_schema(dim)
         arrays = [pa.array(cols[f.name], type=f.type) for f in schema if f.name != "vector"]

@@ -30,9 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from indexer import ranking, time_hints
 from indexer.config import Config
-from indexer.ranking import (  # noqa: F401  (re-exported: the scoring functions of memory_search)
-    Candidate, Fusion, fuse_linear, fuse_rrf, keyword_score, vector_score,
-)
+from indexer.ranking import Candidate, Fusion, keyword_score, vector_score
 from indexer.scopes import Scope, ScopeError, ScopeFilter, resolve
 from indexer.state import StateDB
 
@@ -45,8 +43,6 @@ TIME_CANDIDATES = 50
 MAX_QUERY_CHARS = 2000
 SNIPPET_MAX_CHARS = 700
 SNIPPET_MAX_LINES = 6
-RESULT_COLUMNS = ["id", "path", "chunk_index", "source", "persona", "session", "turn_id", "kind", "start_line",
-                  "end_line", "text", "timestamp_ms"]
 _WORD = re.compile(r"[\w']+", re.UNICODE)
 _STOP = frozenset("a an and are as at be by did do for from has have how i in is it me my of on or our so that the "
                   "this to was we what when where which who why will with you your".split())
@@ -168,13 +164,14 @@ class Searcher:
     """Holds the LanceDB reader, the state DB and the query embedder; thread-safe for queries."""
 
     def __init__(self, config: Config, *, embedder=None, state: StateDB | None = None, fusion: str = "linear"):
-        from exporters.lancedb import open_reader, sql_in, sql_str
+        from exporters.lancedb import RESULT_COLUMNS, open_reader, sql_in, sql_str
 
         if "lancedb" not in config.index.sinks:
             raise SearchError("memory_search needs the lancedb sink: add \"lancedb\" to [index] sinks, then sync",
                               code=1)
         self.config = config
         self.fusion = fusion
+        self._result_columns = RESULT_COLUMNS
         self._has_seq: dict[str, bool] = {}
         self._sql_str, self._sql_in = sql_str, sql_in
         self.state = state or StateDB(config.state_db_path)
@@ -302,7 +299,7 @@ class Searcher:
                 has = self._has_seq[table.name] = "turn_seq" in table.schema.names
             except Exception:
                 has = False
-        return [*RESULT_COLUMNS, "turn_seq"] if has else list(RESULT_COLUMNS)
+        return [c for c in self._result_columns if has or c != "turn_seq"]
 
     def _fts(self, table, query: str, where: str, limit: int, columns: list[str]) -> tuple[list[dict], np.ndarray | None]:
         """BM25 hits as row dicts, and their unit vectors as one matrix when ``vector`` is asked for

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 DAY_MS = 86_400_000
 #: How many days outside a window a document still gets part of the match.
-DEFAULT_MARGIN_DAYS = 7.0
+MARGIN_DAYS = 7.0
 #: Month-of-any-year windows are expanded to concrete ranges over this many past years.
 MONTH_YEARS_BACK = 10
 
@@ -77,7 +77,7 @@ class TimeHints:
     def __bool__(self) -> bool:
         return bool(self.windows)
 
-    def match(self, ts_ms: int | None, margin_days: float = DEFAULT_MARGIN_DAYS) -> float:
+    def match(self, ts_ms: int | None, margin_days: float = MARGIN_DAYS) -> float:
         """1.0 inside a window, linearly less up to ``margin_days`` outside it, else 0."""
         if ts_ms is None or not self.windows:
             return 0.0
@@ -86,7 +86,7 @@ class TimeHints:
             return 1.0
         return max(0.0, 1.0 - d / margin_days) if margin_days > 0 else 0.0
 
-    def ranges(self, margin_days: float = DEFAULT_MARGIN_DAYS) -> list[tuple[int, int]]:
+    def ranges(self, margin_days: float = MARGIN_DAYS) -> list[tuple[int, int]]:
         """The windows widened by the margin: what a timestamp prefilter should cover."""
         pad = int(margin_days * DAY_MS)
         return [(w.start_ms - pad, w.end_ms + pad) for w in self.windows]
@@ -124,6 +124,33 @@ def _relative(today: dt.date, n: int, unit: str) -> dt.date:
     return _months_back(today, n)
 
 
+def _span(start: dt.date, end: dt.date) -> Window:
+    """``[start, end)`` as a window."""
+    return Window(_ms(start), _ms(end))
+
+
+def _count(word: str) -> int:
+    return _NUMBER.get(word.lower()) or int(word)
+
+
+def _unit_window(which: str, unit: str, today: dt.date) -> Window:
+    """``this|last|past week|month|year``; "past" is the span up to today."""
+    which, unit = which.lower(), unit.lower()
+    tomorrow = today + dt.timedelta(days=1)
+    if which == "past":
+        return _span(_months_back(today, 12) if unit == "year" else _relative(today, 1, unit), tomorrow)
+    if unit == "week":
+        start = today - dt.timedelta(days=today.weekday())
+        previous = start - dt.timedelta(weeks=1)
+    elif unit == "month":
+        start = today.replace(day=1)
+        previous = _months_back(start, 1)
+    else:
+        start = dt.date(today.year, 1, 1)
+        previous = dt.date(today.year - 1, 1, 1)
+    return _span(start, tomorrow) if which == "this" else _span(previous, start)
+
+
 def parse(query: str, now: dt.datetime | None = None) -> TimeHints:
     """The time windows named in ``query``; relative words are read against ``now`` (UTC)."""
     now = now or dt.datetime.now(dt.timezone.utc)
@@ -132,54 +159,39 @@ def parse(query: str, now: dt.datetime | None = None) -> TimeHints:
     windows: list[Window] = []
 
     def take(pattern: re.Pattern, build) -> None:
+        """Windows for every match of ``pattern``; a match taken is blanked so that the
+        looser patterns after it (a bare month, a bare year) do not read it again."""
         nonlocal text
         for m in list(pattern.finditer(text)):
-            w = build(m)
-            if w is not None:
-                windows.append(w)
+            found = build(m)
+            if found:
+                windows.extend(found if isinstance(found, list) else [found])
                 text = text.replace(m.group(0), " ", 1)
 
+    def month_any_year(m: re.Match) -> list[Window] | None:
+        word = m[1]
+        if word.lower() in _AMBIGUOUS and (not word[0].isupper() or not m.string[: m.start()].strip()):
+            return None  # "may", or "May I ask…" opening the query
+        month = _MONTHS[word.lower()]
+        return [_month(year, month) for year in range(today.year - MONTH_YEARS_BACK, today.year + 1)]
+
+    def ago(m: re.Match) -> Window:  # "3 days ago": that day, give or take half a week
+        day = _relative(today, _count(m[1]), m[2])
+        return _span(day - dt.timedelta(days=3), day + dt.timedelta(days=4))
+
+    tomorrow = today + dt.timedelta(days=1)
     take(_ISO, lambda m: _day(int(m[1]), int(m[2]), int(m[3])))
     take(_MDY, lambda m: _day(int(m[3]), _MONTHS[m[1].lower()], int(m[2])))
     take(_DMY, lambda m: _day(int(m[3]), _MONTHS[m[2].lower()], int(m[1])))
     take(_MY, lambda m: _month(int(m[2]), _MONTHS[m[1].lower()]))
-    take(_TODAY, lambda m: Window(_ms(today), _ms(today + dt.timedelta(days=1))))
-    take(_YESTERDAY, lambda m: Window(_ms(today - dt.timedelta(days=1)), _ms(today)))
-    take(_REL_AGO, lambda m: (lambda d: Window(_ms(d - dt.timedelta(days=3)), _ms(d + dt.timedelta(days=4))))(
-        _relative(today, _NUMBER.get(m[1].lower()) or int(m[1]), m[2])))
-    take(_REL_PAST, lambda m: Window(_ms(_relative(today, _NUMBER.get(m[1].lower()) or int(m[1]), m[2])),
-                                     _ms(today + dt.timedelta(days=1))))
-
-    def unit_window(m: re.Match) -> Window:
-        which, unit = m[1].lower(), m[2].lower()
-        end = _ms(today + dt.timedelta(days=1))
-        if which == "past":  # "past week": the last 7 days / month / year up to today
-            return Window(_ms(_relative(today, 1, unit) if unit != "year" else _months_back(today, 12)), end)
-        if unit == "week":
-            monday = today - dt.timedelta(days=today.weekday())
-            return Window(_ms(monday), end) if which == "this" else Window(_ms(monday - dt.timedelta(weeks=1)), _ms(monday))
-        if unit == "month":
-            first = today.replace(day=1)
-            return Window(_ms(first), end) if which == "this" else _month(*(lambda d: (d.year, d.month))(_months_back(first, 1)))
-        first = dt.date(today.year, 1, 1)
-        return Window(_ms(first), end) if which == "this" else Window(_ms(dt.date(today.year - 1, 1, 1)), _ms(first))
-
-    take(_REL_UNIT, unit_window)
-
-    def month_any_year(m: re.Match) -> None:
-        word = m[1]
-        if word.lower() in _AMBIGUOUS and (not word[0].isupper() or not text[: m.start()].strip()):
-            return None  # "may", or "May I ask…" opening the query
-        month = _MONTHS[word.lower()]
-        for year in range(today.year - MONTH_YEARS_BACK, today.year + 1):
-            windows.append(_month(year, month))
-        return None
-
-    for m in list(_M.finditer(text)):
-        month_any_year(m)
-    text = _M.sub(" ", text)
-    take(_Y, lambda m: Window(_ms(dt.date(int(m[1]), 1, 1)), _ms(dt.date(int(m[1]) + 1, 1, 1))))
+    take(_TODAY, lambda m: _span(today, tomorrow))
+    take(_YESTERDAY, lambda m: _span(today - dt.timedelta(days=1), today))
+    take(_REL_AGO, ago)
+    take(_REL_PAST, lambda m: _span(_relative(today, _count(m[1]), m[2]), tomorrow))
+    take(_REL_UNIT, lambda m: _unit_window(m[1], m[2], today))
+    take(_M, month_any_year)
+    take(_Y, lambda m: _span(dt.date(int(m[1]), 1, 1), dt.date(int(m[1]) + 1, 1, 1)))
     return TimeHints(tuple(sorted(set(windows), key=lambda w: (w.start_ms, w.end_ms))))
 
 
-__all__ = ["TimeHints", "Window", "parse", "DEFAULT_MARGIN_DAYS"]
+__all__ = ["MARGIN_DAYS", "TimeHints", "Window", "parse"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from indexer import ranking
+from indexer import ranking, time_hints
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -20,7 +20,7 @@ def test_readme_states_the_shipped_ranking_constants():
         f"{r.SESSION_WEIGHT:.1f}·mean of the session's {r.SESSION_TOP} best turns) / "
         f"{1 + r.NEIGHBOUR_WEIGHT + r.SESSION_WEIGHT:g}",
         f"{1 - r.TIME_WEIGHT:g}·score + {r.TIME_WEIGHT:g}·match",
-        f"over {r.TIME_MARGIN_DAYS:g} days",
+        f"over {time_hints.MARGIN_DAYS:g} days",
     ]
     flat = " ".join(README.split())
     assert f"`{r.VECTOR_WEIGHT:g}·vector + {1 - r.VECTOR_WEIGHT:g}·keyword`" in flat
