@@ -235,6 +235,7 @@ class Redactor:
         segments = self._segments(text)
         if not segments:
             return Redacted(text, ())
+        segments = _with_repeats(text, segments)
         out, pieces = _mask(text, segments)
         # Idempotence by construction: masking can change the context a rule
         # sees (a value no longer followed by "[", a flag no longer glued to
@@ -248,7 +249,7 @@ class Redactor:
             for s, e, rule, _keep in again:
                 os_, oe = _map_back(pieces, s, e)
                 cands.append((os_, oe, rule, 0, _PRIO_CONTEXT, 0))
-            segments = _merge(cands)
+            segments = _with_repeats(text, _merge(cands))
             out, pieces = _mask(text, segments)
         return Redacted(out, tuple(Finding(rule, s, e) for s, e, rule, _keep in segments))
 
@@ -288,6 +289,45 @@ class Redactor:
         if marks:
             cands = _drop_marked(cands, marks)
         return _merge(cands)
+
+
+MIN_REPEAT_LENGTH = 6
+"""A found secret at least this long is also masked wherever else it occurs
+in the same text, context or not (``token = 'X'`` … ``X``). Shorter values
+(``***`` passwords like ``hunter``) are only masked where a rule saw them:
+matching four letters literally would shred ordinary words."""
+
+
+def _repeat_values(text: str, segments: list[tuple[int, int, str, int]]) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for s, e, rule, _keep in segments:
+        value = text[s:e]
+        # Multi-line spans are key blocks: their BEGIN/END lines are kept
+        # apart on purpose and their body never recurs bare.
+        if len(value) >= MIN_REPEAT_LENGTH and "\n" not in value and "\\n" not in value:
+            values.setdefault(value, rule)
+    return values
+
+
+def _with_repeats(text: str, segments: list[tuple[int, int, str, int]]) -> list[tuple[int, int, str, int]]:
+    """Segments plus every other occurrence of each found secret value.
+
+    A found value becomes a literal mask for the whole text, like a known
+    secret (also in its JSON-escaped and URL-encoded forms), so a secret
+    recognised once by its context is masked where it appears again bare.
+    """
+    values = _repeat_values(text, segments)
+    if not values:
+        return segments
+    known = KnownSecrets(values, min_length=MIN_REPEAT_LENGTH)
+    cands = [(s, e, rule, keep, _PRIO_KEPT, 0) for s, e, rule, keep in segments]
+    extra = False
+    for s, e in known.spans(text):
+        if not any(cs <= s and e <= ce for cs, ce, _r, _k in segments):
+            rule = values.get(text[s:e], "repeated-secret")
+            cands.append((s, e, rule, 0, _PRIO_KNOWN, 0))
+            extra = True
+    return _merge(cands) if extra else segments
 
 
 Piece = tuple[int, int, int, int, bool]  # original start/end, output start/end, masked?
