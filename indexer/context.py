@@ -48,13 +48,14 @@ def make_redactor(config: Config) -> tuple[Callable[[str], str], str]:
 
     known = known_secrets(config)
     redactor = Redactor(known=known)
-    # The fingerprint catches a rule edit made without a version bump.
+    # The fingerprint catches a rule or code edit made without a version bump;
+    # known secrets add to it (never replace it).
     version = f"{REDACTION_VERSION}+{ruleset_fingerprint()}"
     if known is not None:
         # A new known secret must reach documents already indexed: it changes the
         # version, which triggers a rebuild. Only a short digest of the set is stored.
         digest = hashlib.sha256("\n".join(sorted(known.values)).encode()).hexdigest()[:12]
-        version = f"{REDACTION_VERSION}+known:{digest}"
+        version = f"{version}+known:{digest}"
     return (lambda text: redactor.redact(text).text), version
 
 

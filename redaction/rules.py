@@ -20,8 +20,10 @@ formats it lacks (GCP OAuth, Groq, xAI, Docker Hub, Supabase, ...).
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import re
+from pathlib import Path
 from dataclasses import dataclass, field
 from collections.abc import Callable, Iterable
 
@@ -336,7 +338,28 @@ def ruleset_fingerprint() -> str:
     for d in DETECTORS:
         h.update(repr((d.id, d.find.__qualname__, d.gates, d.patterns)).encode())
     h.update(repr(sorted(detectors.VENDORS.items())).encode())
+    # Behaviour also lives in code (detector bodies, entropy checks, the
+    # engine's merging and masking): hash the package's source too, so an
+    # edit there changes the fingerprint even without a version bump.
+    for path in _code_files():
+        h.update(path.name.encode())
+        h.update(code_digest(path.read_text(encoding="utf-8")).encode())
     return h.hexdigest()[:16]
+
+
+def code_digest(source: str) -> str:
+    """Digest of a module's syntax tree: code edits count, comments and layout do not."""
+    return hashlib.sha256(ast.dump(ast.parse(source)).encode()).hexdigest()
+
+
+def _code_files() -> list[Path]:
+    """The redaction package's Python sources that decide what is masked."""
+    here = Path(__file__).resolve().parent
+    return sorted(p for p in here.rglob("*.py") if p.name not in _NOT_BEHAVIOUR)
+
+
+# Files that do not change what is masked (the CLI's I/O, the package marker).
+_NOT_BEHAVIOUR = frozenset({"cli.py", "__init__.py"})
 
 
 def _validate() -> None:
