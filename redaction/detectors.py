@@ -249,8 +249,9 @@ def find_url_credentials(text: str, low: str) -> Iterator[Candidate]:
 
 AUTH_HEADER_RE = re.compile(
     r"authorization(?:\\?[\"'`])?[ \t]*[:=][ \t]*(?:\\?[\"'`])?[ \t]*"
-    r"(?:(?P<scheme>basic|bearer|token|bot|digest|negotiate|ntlm|apikey|api-key|sso-key|key|otp|jwt|ssws"
-    r"|splunk|dsn|aws4-hmac-sha256)[ \t]+)?(?P<v>[^\s\"'`,;<>\\]{1,4096})"
+    # Any scheme word (Bearer, Basic, Api-Token, SSWS, a vendor's own): the
+    # value is what follows it. Without a scheme, the first word is the value.
+    r"(?:(?P<scheme>[a-z][a-z0-9._-]{0,31})[ \t]+)?(?P<v>[^\s\"'`,;<>\\]{1,4096})"
 )
 BEARER_RE = re.compile(r"bearer[ \t]+(?P<v>[a-z0-9._~+/-]{12,4096}=*)")
 _BASIC_RE = re.compile(r"[A-Za-z0-9+/]{8,}={0,2}")
@@ -270,6 +271,11 @@ def find_auth_headers(text: str, low: str) -> Iterator[Candidate]:
                 ok = _BASIC_RE.fullmatch(v) is not None and not is_placeholder(v)
             else:
                 ok = looks_like_token(v, min_len=8, min_entropy=2.5)
+        if not ok and m.group("scheme"):
+            # "Authorization: <token> <more words>": the "scheme" was the value.
+            s, e = m.span("scheme")
+            v = text[s:e]
+            ok = not _masked(v) and looks_like_token(v, min_len=16, min_entropy=3.0, need_digit=True)
         if ok:
             yield ("authorization-header", s, e, 0)
         pos = e if ok else max(s, m.start() + 1)
@@ -324,8 +330,10 @@ def find_cookies(text: str, low: str) -> Iterator[Candidate]:
 # --------------------------------------------------------------------------
 
 _QV = r"(?P<v>\"[^\"\n]{1,512}\"|'[^'\n]{1,512}'|[^\s\"'`]{1,512})"
+# The user value may be built of adjacent quoted parts: -u "{user}":"{pass}".
+_CURL_QV = r"(?P<v>(?:\"[^\"\n]{0,512}\"|'[^'\n]{0,512}'|[^\s\"'`]{1,512}){1,3})"
 CURL_USER_RE = re.compile(
-    r"curl\b(?:[^\n]{0,2000}?\\\r?\n){0,10}?[^\n]{0,2000}?[ \t](?:-u|--user)(?:[ \t]+|=)" + _QV
+    r"curl\b(?:[^\n]{0,2000}?\\\r?\n){0,10}?[^\n]{0,2000}?[ \t](?:-u|--user)(?:[ \t]+|=)" + _CURL_QV
 )
 _MYSQL_RE = re.compile(r"\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n]{0,2000}?[ \t]-p"
                        r"(?P<v>[^\s\"'`-][^\s\"'`]{0,511}"
@@ -357,21 +365,36 @@ def _unquote_span(text: str, s: int, e: int) -> tuple[int, int]:
     return s, e
 
 
+def _curl_user_secret(text: str, s: int, e: int) -> tuple[int, int] | None:
+    """The secret part of a curl ``-u`` value, as a span of ``text``.
+
+    Quotes are removed first, keeping each character's offset, so
+    ``"user:pass"``, ``'user':'pass'`` and ``"{u}":"{p}"`` read alike. A
+    value with no password is a token passed as the user (Stripe-style).
+    """
+    chars = [(i, text[i]) for i in range(s, e) if text[i] not in "\"'"]
+    value = "".join(c for _i, c in chars)
+    user, sep, pw = value.partition(":")
+    if not sep or _masked(value):
+        return None
+    if pw:
+        if is_placeholder(pw) or pw.lower() in _URL_PLACEHOLDERS:
+            return None
+        first = chars[len(user) + 1][0]
+        return first, chars[-1][0] + 1
+    if looks_like_token(user, min_len=16):
+        return chars[0][0], chars[len(user) - 1][0] + 1
+    return None
+
+
 def find_cli_credentials(text: str, low: str) -> Iterator[Candidate]:
     # Scanned on ``low``: curl's -U (proxy user) is a credential too.
     for m in overlapping(CURL_USER_RE, low):
         if word_before(text, m.start()):
             continue
-        s, e = _unquote_span(text, *m.span("v"))
-        value = text[s:e]
-        user, sep, pw = value.partition(":")
-        if not sep or _masked(value):
-            continue
-        if pw:
-            if not is_placeholder(pw) and pw.lower() not in _URL_PLACEHOLDERS:
-                yield ("curl-basic-auth", s + len(user) + 1, e, 0)
-        elif looks_like_token(user, min_len=16):
-            yield ("curl-basic-auth", s, s + len(user), 0)
+        found = _curl_user_secret(text, *m.span("v"))
+        if found:
+            yield ("curl-basic-auth", *found, 0)
     if " -p" in low or " -a" in low:
         for rx, rule, gates in _PASSWORD_TOOLS:
             if any(g in low for g in gates):
@@ -704,7 +727,7 @@ def _name_bounds(text: str, i: int, j: int) -> tuple[int, int]:
 # The rest of the name after an anchor, then an operator: one match call
 # rejects the common prose case ("the API key is ...") cheaply.
 _TAIL_OP_RE = re.compile(
-    r"""[A-Za-z0-9_.$@-]{0,64}?(?P<end>)(?:\\?["'`]\]?|\])?[ \t]{0,4}(?:[:=?<>]|\\?["'][ \t]+value)""")
+    r"""[A-Za-z0-9_.$@-]{0,64}?(?P<end>)(?:\\?["'`]\]?|\])?[ \t]{0,32}(?:[:=?<>]|\\?["'][ \t]+value)""")
 
 
 def find_assignments(text: str, low: str) -> Iterator[Candidate]:

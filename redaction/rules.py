@@ -27,7 +27,7 @@ from pathlib import Path
 from dataclasses import dataclass, field
 from collections.abc import Callable, Iterable
 
-from . import detectors
+from . import detectors, phrases
 from .entropy import shannon
 
 __all__ = ["REDACTION_VERSION", "TokenRule", "Detector", "TOKEN_RULES", "DETECTORS", "ruleset_fingerprint",
@@ -35,7 +35,7 @@ __all__ = ["REDACTION_VERSION", "TokenRule", "Detector", "TOKEN_RULES", "DETECTO
 
 # Bump on any change that alters output for some input; the index stores it
 # and reindexes when it changes. ruleset_fingerprint() catches forgotten bumps.
-REDACTION_VERSION = "1.0.0"
+REDACTION_VERSION = "1.1.0"
 
 ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 # Characters a token (or a URL/assignment around it) is made of, and the
@@ -317,10 +317,16 @@ DETECTORS: tuple[Detector, ...] = (
              patterns=(detectors.PROSE_PASSWORD_RE.pattern, detectors.NETRC_RE.pattern)),
     # Assignments are the catch-all; their scan is anchored on a few words.
     # An assignment needs an operator: prose without one skips the anchor scans.
-    Detector("assignment", detectors.find_assignments, gates=(":", "=", "</"),
+    Detector("assignment", detectors.find_assignments, gates=(":", "=", "</", "<-"),
              patterns=detectors.ASSIGNMENT_PATTERNS),
     Detector("vendor-assignment", detectors.find_vendor_assignments, gates=(),
              patterns=detectors.VENDOR_PATTERNS),
+    Detector("credential-phrase", phrases.find_credential_phrases,
+             gates=("token", "key", "secret", "password", "passphrase", "credential", "pat"),
+             patterns=phrases.PHRASE_PATTERNS),
+    Detector("yaml-secret-list", phrases.find_yaml_secret_lists, gates=("- ",)),
+    Detector("credential-header", phrases.find_credential_headers,
+             gates=("token", "key", "secret", "auth", "session", "signature", "password")),
 )
 
 
