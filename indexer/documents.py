@@ -133,10 +133,13 @@ def turn_document(
         if not content:
             continue
         speaker = "User" if msg.role == "user" else "Assistant"
-        blocks.append(f"{speaker}: {redact(content)}")
+        blocks.append(f"{speaker}: {content}")
     if not blocks:
         return None
-    return _assemble(persona, label, turn, DocKind.TURN, "\n\n".join(blocks), redact, turn.model, turn.provider)
+    # Redacted as one text: a secret that a rule recognises in one message
+    # is masked wherever it recurs in the turn, in the other message too.
+    body = redact("\n\n".join(blocks))
+    return _assemble(persona, label, turn, DocKind.TURN, body, redact, turn.model, turn.provider)
 
 
 def compaction_document(

@@ -304,8 +304,13 @@ def _repeat_values(text: str, segments: list[tuple[int, int, str, int]]) -> dict
         value = text[s:e]
         # Multi-line spans are key blocks: their BEGIN/END lines are kept
         # apart on purpose and their body never recurs bare.
-        if len(value) >= MIN_REPEAT_LENGTH and "\n" not in value and "\\n" not in value:
-            values.setdefault(value, rule)
+        if "\n" in value or "\\n" in value:
+            continue
+        # A span can end in sentence punctuation its rule allowed ("… Yc0.");
+        # the bare repeat is the value without it.
+        for v in (value, value.rstrip(".,:;!?)]}>'\"`")):
+            if len(v) >= MIN_REPEAT_LENGTH:
+                values.setdefault(v, rule)
     return values
 
 

@@ -28,7 +28,10 @@ _VALUE = r"""[ \t]*(?:(?:is|was|=|:|->)[ \t]*)?:?[ \t]*["'`]?(?P<v>[A-Za-z0-9_\-
 _PRODUCT_FIRST_RE = re.compile(r"(?P<w>[a-z][a-z0-9]{2,23})[ \t]+" + _CRED + r"(?![a-z0-9_-])" + _VALUE)
 # "token|key|secret for|of|from <product>[:] X"
 _PRODUCT_AFTER_RE = re.compile(_CRED + r"[ \t]+(?:for|of|from)[ \t]+(?P<w>[a-z][a-z0-9]{2,23})" + _VALUE)
-PHRASE_PATTERNS = (_PRODUCT_FIRST_RE.pattern, _PRODUCT_AFTER_RE.pattern)
+# "my api key is X", "the token was: X" (the verb is required here)
+_POSSESSIVE_RE = re.compile(r"(?P<w>my|our|your|the|this|new)[ \t]+" + _CRED + r"[ \t]+(?:is|was|is now)[ \t]*:?"
+                            r"""[ \t]*["'`]?(?P<v>[A-Za-z0-9_\-./+=~]{16,512})""")
+PHRASE_PATTERNS = (_PRODUCT_FIRST_RE.pattern, _PRODUCT_AFTER_RE.pattern, _POSSESSIVE_RE.pattern)
 
 # Words before "key"/"token" that name something public or structural, not a product.
 _NOT_PRODUCT = frozenset("""
@@ -49,9 +52,9 @@ def _value_ok(text: str, s: int, e: int) -> bool:
 
 
 def find_credential_phrases(text: str, low: str) -> Iterator[Candidate]:
-    for rx in (_PRODUCT_FIRST_RE, _PRODUCT_AFTER_RE):
+    for rx in (_PRODUCT_FIRST_RE, _PRODUCT_AFTER_RE, _POSSESSIVE_RE):
         for m in rx.finditer(low):
-            if m.group("w") in _NOT_PRODUCT or word_before(text, m.start()):
+            if (rx is not _POSSESSIVE_RE and m.group("w") in _NOT_PRODUCT) or word_before(text, m.start()):
                 continue
             s, e = m.span("v")
             while e > s and text[e - 1] in ".,:;!?)":

@@ -23,6 +23,13 @@ SECRETS = {
     "pem": PEM_BODY.split("\n")[1],
     "stripe": "sk_live_51HxQ2aBcDeFgHiJkLmNoPqRsTuVwXyZ012345",
     "known": "correct-horse-battery-staple-42",
+    # context-only (no vendor format): found by their surroundings alone
+    "header": "Qm7tR2vX9pL4kW8nZ3sD6fH1jB5cY0gT",
+    "xml": "Pw4!rd-Xml-9kQ2zL",
+    "curl": "Cu7lTk3nQ9vW2xR8pL5mZ1sD4fG6hJ0b",
+    "walrus": "Wa1rus-Op3rator-Pass!9",
+    # repeated: named once by context, then pasted bare elsewhere in the turn
+    "repeated": "Rp6eAt9dVx2Lm4Qw8Zk3Nt7Hs1Gb5Yc0",
 }
 
 
@@ -37,6 +44,16 @@ def test_no_secret_reaches_the_index_or_the_export(tmp_path: Path):
         w.turn("main", user=f"here is the deploy key\n{pem}", assistant="Never paste private keys.",
                tools=[ToolUse("env", {"token": SECRETS["slack"]}, f"SLACK_BOT_TOKEN={SECRETS['slack']}")])
         w.turn("side", user=f"stripe {SECRETS['stripe']}", assistant=f"the passphrase was {SECRETS['known']}")
+        w.turn("ctx", user=f"curl -H 'X-Auth-Token: {SECRETS['header']}' https://api.internal/v1 and "
+                           f"curl -u '{SECRETS['curl']}:' https://billing.internal",
+               assistant=f"In the XML config use <password>{SECRETS['xml']}</password>; in Go, "
+                         f"password := \"{SECRETS['walrus']}\"")
+        w.turn("ctx", user=f"Authorization: Api-Token {SECRETS['repeated']}",
+               assistant=f"Noted. I'll remember {SECRETS['repeated']} for later.")
+        w.turn("ctx", user=f"the header was X-Auth-Token: {SECRETS['header']}",
+               assistant=f"Rotate {SECRETS['header']} today; {SECRETS['header']} is in the CI logs.")
+        w.compaction("ctx", f"Agreed to rotate the key {SECRETS['repeated']}: it was sent as "
+                            f"Authorization: Api-Token {SECRETS['repeated']}.")
         w.compaction("main", f"User shared AWS key {SECRETS['aws']} and Slack token {SECRETS['slack']}; "
                              f"told to rotate.")
     known = tmp_path / "known_secrets.txt"
@@ -49,7 +66,7 @@ def test_no_secret_reaches_the_index_or_the_export(tmp_path: Path):
     embedder = make_embedder(config)
     ix = Indexer(config, sinks=build_sinks(config, embedder=embedder))
     summary = sync_once(ix)
-    assert summary.documents_written == 5  # 4 turns + 1 compaction
+    assert summary.documents_written == 9  # 7 turns + 2 compactions
     searcher = Searcher(config, embedder=embedder, state=ix.state)
     hits = searcher.search(SearchRequest(query="rotate the key token", persona="atlas", max_results=20)).results
     searcher.close()

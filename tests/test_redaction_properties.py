@@ -57,3 +57,23 @@ def test_planted_secret_is_masked(before: str, secret: tuple[str, str, str], aft
     text = before + sep + fragment + sep.replace("(", ")") + after
     out = redact(text).text
     assert not leaked(value, out), out
+
+
+# Context-only secrets (no vendor format) in the issue-9 families, each planted
+# twice: once where its context names it, once bare somewhere later.
+_CONTEXTS = st.sampled_from([
+    "Authorization: Api-Token {v}", "X-Auth-Token: {v}", "curl -u 'ci:{v}' https://h", "password := \"{v}\"",
+    "<secret>{v}</secret>", "token for acmecloud: {v}", "api_keys:\n  - {v}\n", "client_secret    = '{v}'",
+])
+_VALUES = st.text(st.sampled_from("abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789"),
+                  min_size=20, max_size=40).filter(lambda v: sum(c.isdigit() for c in v) >= 3
+                                                   and len(set(v)) >= 12)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_CONTEXTS, _VALUES, texty, texty)
+def test_context_secret_and_its_repeat_are_masked_idempotently(ctx: str, value: str, mid: str, tail: str) -> None:
+    text = ctx.format(v=value) + "\n" + mid + " " + value + " " + tail
+    out = redact(text).text
+    assert not any(value[i:i + 12] in out for i in range(len(value) - 11)), out
+    assert redact(out).text == out
