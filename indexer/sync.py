@@ -231,10 +231,16 @@ def _write(ix: Indexer, persona: str, docs: Sequence[Document], deletions: set[s
         changed = [d for d in unique if known.get(d.path) != d.content_hash]
     else:
         changed = unique
+    # Debug events bracket every sink write: operators can see where a pass
+    # spends its time, and the crash tests kill the daemon between them.
+    if changed or deletions:
+        log.debug("sink.write_started", persona=persona, documents=len(changed), deletions=len(deletions))
     for target in targets:
         if changed:
             target.upsert(changed)
         target.delete(deletions)
+    if changed or deletions:
+        log.debug("sink.write_done", persona=persona, documents=len(changed), deletions=len(deletions))
     return changed, len(unique) - len(changed)
 
 
