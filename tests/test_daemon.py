@@ -52,14 +52,15 @@ debounce_ms = 50
 
 
 class Daemon:
-    def __init__(self, config: Path, port: int, *, env: dict | None = None):
+    def __init__(self, config: Path, port: int, *, env: dict | None = None, log_level: str = "info"):
         self.config, self.port = config, port
         self.base = f"http://127.0.0.1:{port}"
         full_env = {k: v for k, v in os.environ.items() if not k.startswith(("LEDGER_INDEXER_", "NOTIFY_SOCKET",
                                                                                "WATCHDOG_"))}
         full_env.update(env or {})
         self.log = open(config.parent / f"daemon-{time.monotonic_ns()}.log", "w")
-        self.proc = subprocess.Popen([sys.executable, "-m", "indexer.cli", "--config", str(config), "run"], cwd=ROOT,
+        self.proc = subprocess.Popen([sys.executable, "-m", "indexer.cli", "--config", str(config),
+                                      "--log-level", log_level, "run"], cwd=ROOT,
                                      env=full_env, stdout=self.log, stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout: float = 120) -> None:
@@ -101,6 +102,46 @@ class Daemon:
     def logs(self) -> str:
         self.log.flush()
         return Path(self.log.name).read_text()[-4000:]
+
+    def events(self) -> list[dict]:
+        """The daemon's structured log events so far (JSON lines on stdout)."""
+        out = []
+        for line in Path(self.log.name).read_text(errors="replace").splitlines():
+            if line.startswith("{"):
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:
+                    pass  # a line cut by a kill
+        return out
+
+    def wait_for_write_in_progress(self, timeout: float = 120, after: int = 0) -> None:
+        """Block until a sink write has started and not finished (debug log level).
+
+        ``after``: ignore the first N writes, so a kill lands at a later point.
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.logs()
+            started = done = 0
+            for line in Path(self.log.name).read_text(errors="replace").splitlines():
+                if '"sink.write_started"' in line:
+                    started += 1
+                elif '"sink.write_done"' in line:
+                    done += 1
+            if started > max(done, after):
+                return
+            time.sleep(0.005)
+        raise AssertionError("no sink write seen in time:\n" + self.logs())
+
+
+def sink_events(events: list[dict]) -> list[str]:
+    return [e["event"] for e in events if e.get("event", "").startswith("sink.write_")]
+
+
+def assert_killed_mid_write(events: list[dict]) -> None:
+    """The log, cut by the kill, ends inside a sink write: started, never done."""
+    seq = sink_events(events)
+    assert seq and seq[-1] == "sink.write_started", seq[-5:]
 
 
 @pytest.fixture
@@ -247,11 +288,18 @@ def test_sigterm_mid_sync_exits_0_quickly_and_the_next_start_converges(tmp_path)
     big_ledger(ledger, 300)
     port = free_port()
     cfg = write_config(tmp_path, ledger, port)
-    d = Daemon(cfg, port)
-    time.sleep(4)  # the first backfill is embedding by now
+    d = Daemon(cfg, port, log_level="debug")
+    d.wait_for_write_in_progress(after=1)
     started = time.monotonic()
     assert d.stop(signal.SIGTERM, timeout=15) == 0
     assert time.monotonic() - started < 10
+    # The signal arrived while a sink write was in progress: the last sink
+    # event before it is a start without its end.
+    events = d.events()
+    names = [e.get("event") for e in events]
+    assert "daemon.signal" in names, names[-10:]
+    before_signal = events[:names.index("daemon.signal")]
+    assert sink_events(before_signal)[-1] == "sink.write_started", sink_events(before_signal)[-5:]
     restart_and_check_convergence(tmp_path, ledger, cfg, port)
 
 
@@ -266,9 +314,11 @@ def test_kill_9_at_random_moments_loses_nothing_and_duplicates_nothing(tmp_path)
     rng = random.Random(7)
     try:
         for _ in range(3):
-            d = Daemon(cfg, port)
-            time.sleep(rng.uniform(2.0, 5.0))
+            d = Daemon(cfg, port, log_level="debug")
+            # A random later write of this run, so kills land at different points.
+            d.wait_for_write_in_progress(after=rng.randint(0, 1))
             d.stop(signal.SIGKILL)
+            assert_killed_mid_write(d.events())
     finally:
         writer.wait(timeout=120)
     restart_and_check_convergence(tmp_path, ledger, cfg, port)
