@@ -44,6 +44,7 @@ def test_modes_find_the_decision(demo, mode):
     response = ask(searcher, "what did we decide about JWT expiry", mode=mode)
     assert response.mode == mode and response.model
     top = response.results[:3]
+    assert len(response.results) >= 3
     assert any("15-minute" in r.snippet or "15 minutes" in r.snippet for r in top)
     for r in response.results:
         assert 0.0 <= r.score <= 1.0 and r.persona == "atlas"
@@ -67,8 +68,12 @@ def test_min_score_is_a_threshold_across_queries(demo):
         assert ask(searcher, q, min_score=0.99).results == []
         loose = ask(searcher, q, min_score=0.0).results
         cut = ask(searcher, q, min_score=0.4).results
+        assert loose, q  # min_score 0 returns the best matches, even weak ones
         assert all(r.score >= 0.4 for r in cut) and len(cut) <= len(loose)
-    assert all(r.score < 0.35 for r in ask(searcher, "zzzz unrelated qqqq", mode="keyword").results)
+        assert [r.path for r in cut] == [r.path for r in loose if r.score >= 0.4]
+    # Unrelated text: the vector stage still returns neighbours, all scored low.
+    unrelated = ask(searcher, "zzzz unrelated qqqq", min_score=0.0).results
+    assert unrelated and all(r.score < 0.35 for r in unrelated)
 
 
 def test_memory_source_and_sources_filter(demo):
@@ -76,13 +81,18 @@ def test_memory_source_and_sources_filter(demo):
     mem = ask(searcher, "canary deploys", sources=["memory"]).results
     assert mem and all(r.source == "memory" and r.session is None and r.kind == "memory" for r in mem)
     sess = ask(searcher, "canary deploys", sources=["sessions"]).results
-    assert all(r.source == "sessions" for r in sess)
+    assert sess and all(r.source == "sessions" for r in sess)
 
 
 def test_personas_are_isolated(demo):
     _, _, searcher, _ = demo
-    assert all(r.persona == "nova" for r in ask(searcher, "vinaigrette", persona="nova").results)
-    assert not any("vinaigrette" in r.snippet.lower() for r in ask(searcher, "vinaigrette").results)
+    nova = ask(searcher, "vinaigrette", persona="nova").results
+    assert nova and any("vinaigrette" in r.snippet.lower() for r in nova)
+    assert all(r.persona == "nova" for r in nova)
+    atlas = ask(searcher, "vinaigrette").results
+    assert atlas  # atlas gets its own (unrelated) best matches, never nova's
+    assert all(r.persona == "atlas" for r in atlas)
+    assert not any("vinaigrette" in r.snippet.lower() for r in atlas)
 
 
 def test_secrets_never_reach_results(demo):
@@ -90,7 +100,9 @@ def test_secrets_never_reach_results(demo):
 
     _, _, searcher, _ = demo
     for q in ("deploy env AWS key", "billing connect postgres"):
-        for r in ask(searcher, q, max_results=20).results:
+        results = ask(searcher, q, max_results=20).results
+        assert results and any("[REDACTED" in r.snippet or "***" in r.snippet for r in results), q
+        for r in results:
             for secret in DEMO_SECRETS:
                 assert secret not in r.snippet
 
@@ -118,6 +130,7 @@ def test_private_session_is_hidden_from_others(demo):
     ix.state.set_visibility("dm:+1 555/123", "private")
     try:
         others = ask(searcher, "Kafka retention", session="main", max_results=20).results
+        assert others  # the caller still sees the persona's other sessions
         assert all(r.session != "dm:+1 555/123" for r in others)
         own = ask(searcher, "Kafka retention", session="dm:+1 555/123", max_results=20).results
         assert any(r.session == "dm:+1 555/123" for r in own)
