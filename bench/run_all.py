@@ -7,6 +7,7 @@ that does not exist yet is skipped with a note):
 - ``locomo``    — ``bench.locomo``
 - ``latency``   — ``bench.latency``
 - ``daemon``    — ``bench.daemon_bench``
+- ``kill_campaign`` — ``bench.kill_campaign``
 
 Each writes its markdown section to ``bench/out/<name>.md`` (run_all also
 accepts ``bench/out/<module name>.md``). With ``--only`` (or
@@ -43,6 +44,7 @@ BENCHES = (
     Bench("locomo", "bench.locomo"),
     Bench("latency", "bench.latency"),
     Bench("daemon", "bench.daemon_bench"),
+    Bench("kill_campaign", "bench.kill_campaign"),
 )
 
 

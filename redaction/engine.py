@@ -151,9 +151,11 @@ def _accept(rule: TokenRule, m: re.Match[str], text: str, gate) -> tuple[int, in
     return s, e
 
 
-def _scan_tokens(text: str, low: str, cands: list, gate) -> None:
+def _scan_tokens(text: str, low: str, cands: list, gate) -> bool:
+    """Append token-rule candidates; return whether the text has a token-like run."""
     by2, by1 = _COMPILED.by2, _COMPILED.by1
-    runs = _RUN_RE.finditer(text) if _has_run(text) else ()
+    has_run = _has_run(text)
+    runs = _RUN_RE.finditer(text) if has_run else ()
     for run in runs:
         rs, re_ = run.span()
         if rs and text[rs - 1] == "[" and text.startswith("REDACTED:", rs):
@@ -203,6 +205,7 @@ def _scan_tokens(text: str, low: str, cands: list, gate) -> None:
                     if span:
                         cands.append((span[0], span[1], rule.id, rule.keep, _PRIO_TOKEN, -order))
                 break
+    return has_run
 
 
 def _always(_word: str) -> bool:
@@ -272,8 +275,10 @@ class Redactor:
             return hit
 
         cands: list[tuple[int, int, str, int, int, int]] = []
-        _scan_tokens(text, low, cands, gate)
+        has_run = _scan_tokens(text, low, cands, gate)
         for det in DETECTORS:
+            if det.needs_run and not has_run:
+                continue
             if det.gates:
                 for g in det.gates:
                     if gate(g):

@@ -84,6 +84,9 @@ class Detector:
     gates: tuple[str, ...] = ()
     patterns: tuple[str, ...] = field(default=())
     """Regex sources used by ``find``; part of the fingerprint."""
+    needs_run: bool = False
+    """Only run when the text has a token-like run (16+ TOKEN_RUN_CHARS): the
+    values it looks for are such runs, and most prose has none."""
 
 
 def _mixed(s: str) -> bool:
@@ -323,10 +326,11 @@ DETECTORS: tuple[Detector, ...] = (
              patterns=detectors.VENDOR_PATTERNS),
     Detector("credential-phrase", phrases.find_credential_phrases,
              gates=("token", "key", "secret", "password", "passphrase", "credential", "pat"),
-             patterns=phrases.PHRASE_PATTERNS),
+             patterns=phrases.PHRASE_PATTERNS, needs_run=True),
     Detector("yaml-secret-list", phrases.find_yaml_secret_lists, gates=("- ",)),
     Detector("credential-header", phrases.find_credential_headers,
-             gates=("token", "key", "secret", "auth", "session", "signature", "password")),
+             gates=("token", "key", "secret", "auth", "session", "signature", "password"),
+             patterns=phrases.HEADER_PATTERNS),
 )
 
 
@@ -342,7 +346,7 @@ def ruleset_fingerprint() -> str:
         h.update(repr((r.id, r.pattern, r.keep, r.entropy, r.gates, r.run_gates, r.left, check, r.allow,
                        r.fillers)).encode())
     for d in DETECTORS:
-        h.update(repr((d.id, d.find.__qualname__, d.gates, d.patterns)).encode())
+        h.update(repr((d.id, d.find.__qualname__, d.gates, d.patterns, d.needs_run)).encode())
     h.update(repr(sorted(detectors.VENDORS.items())).encode())
     # Behaviour also lives in code (detector bodies, entropy checks, the
     # engine's merging and masking): hash the package's source too, so an
