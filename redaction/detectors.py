@@ -173,7 +173,10 @@ def find_k8s_secrets(text: str, low: str) -> Iterator[Candidate]:
 
 def _k8s_data_block(text: str, pos: int, end: int, data_indent: int) -> Iterator[Candidate]:
     child_indent = None
-    block: list[int] | None = None  # [start, end, key_indent] of a block scalar value
+    # [start, end, key_indent, key_start] of a block scalar value. A block value
+    # is masked from its key on: "key: |" and the lines below read as one
+    # finding (scanners report it that way, and a half-masked block helps nobody).
+    block: list[int] | None = None
     while pos < end:
         nl = text.find("\n", pos, end)
         line_end = end if nl < 0 else nl
@@ -187,7 +190,7 @@ def _k8s_data_block(text: str, pos: int, end: int, data_indent: int) -> Iterator
                 block[1] = pos + len(line.rstrip())
             else:
                 if block is not None:
-                    yield from _k8s_value(text, block[0], block[1], True)
+                    yield from _k8s_value(text, block[3], block[1], True, block[0])
                     block = None
                 kv = _K8S_KV_RE.fullmatch(line)
                 if kv and (child_indent is None or indent == child_indent):
@@ -195,24 +198,27 @@ def _k8s_data_block(text: str, pos: int, end: int, data_indent: int) -> Iterator
                     value = kv.group(3) or ""
                     vstart = pos + kv.start(3) if kv.group(3) is not None else line_end
                     if value in _BLOCK_INDICATORS:
-                        block = [line_end + 1, line_end + 1, indent]
+                        block = [line_end + 1, line_end + 1, indent, pos + indent]
                     elif value:
                         yield from _k8s_value(text, vstart, vstart + len(value), False)
         if nl < 0:
             break
         pos = nl + 1
     if block is not None:
-        yield from _k8s_value(text, block[0], block[1], True)
+        yield from _k8s_value(text, block[3], block[1], True, block[0])
 
 
-def _k8s_value(text: str, s: int, e: int, block: bool) -> Iterator[Candidate]:
+def _k8s_value(text: str, s: int, e: int, block: bool, value_start: int = 0) -> Iterator[Candidate]:
+    vs = s
     if block:
-        while s < e and text[s] in " \t\r\n":
-            s += 1
+        vs = value_start
+        while vs < e and text[vs] in " \t\r\n":
+            vs += 1
     elif e - s >= 2 and text[s] in "\"'" and text[e - 1] == text[s]:
         s, e = s + 1, e - 1
-    value = text[s:e]
-    if e > s and not _masked(value) and not is_placeholder(value) and not value.startswith("{{"):
+        vs = s
+    value = text[vs:e]
+    if e > vs and not _masked(value) and not is_placeholder(value) and not value.startswith("{{"):
         yield ("kubernetes-secret", s, e, 0)
 
 

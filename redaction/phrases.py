@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from .detectors import _MARKER, _masked, classify_name, word_before
+from .detectors import _MARKER, VENDORS, _masked, classify_name, word_before
 from .entropy import is_placeholder, looks_like_token
 
 Candidate = tuple[str, int, int, int]
@@ -60,8 +60,13 @@ def word_hits(low: str, words: tuple[str, ...]) -> list[tuple[int, int]]:
     return out
 
 
-def _value_ok(text: str, s: int, e: int) -> bool:
+_HASH_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+def _value_ok(text: str, s: int, e: int, word: str | None = None) -> bool:
     v = text[s:e]
+    if _HASH_RE.fullmatch(v) and word not in VENDORS:
+        return False  # a commit SHA or content digest next to "token"/"key" in prose
     return (not _masked(v) and not text.startswith(_MARKER, e) and not is_placeholder(v)
             and looks_like_token(v, min_len=16, min_entropy=3.0, need_digit=True))
 
@@ -96,6 +101,7 @@ def _word_before(low: str, ws: int) -> str | None:
 def find_credential_phrases(text: str, low: str) -> Iterator[Candidate]:
     for ws, we in word_hits(low, _CRED_WORDS):
         m = _AFTER_RE.match(low, we)
+        w = None
         if m is not None:
             w = _word_before(low, ws)
             if w is None or (w in _POSSESSIVES and m.group("verb") not in ("is", "was")) or \
@@ -105,9 +111,10 @@ def find_credential_phrases(text: str, low: str) -> Iterator[Candidate]:
             m = _AFTER_FOR_RE.match(low, we)
             if m is not None and m.group("w") in _NOT_PRODUCT:
                 m = None
+            w = m.group("w") if m is not None else None
         if m is not None:
             s, e = _value_span(text, m)
-            if _value_ok(text, s, e):
+            if _value_ok(text, s, e, w):
                 yield ("credential-phrase", s, e, 0)
 
 

@@ -105,6 +105,8 @@ NEAR_MISSES = [
     "commit key 3f2a9c1e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a39 fixed it",
     "the ssh key AAAAC3NzaC1lZDI1NTE5AAAAIGb7q",
     "a token for example is required", "the sort key user_id_created_at",
+    "school token 04c95fdfd8caec8c48e63bbd36aafdea6661875b in the log",  # a commit SHA, not a credential
+    "build key 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 matches",  # a sha256 digest
 ]
 
 
