@@ -40,6 +40,11 @@ class Rebuild(Protocol):
 @runtime_checkable
 class Exporter(Protocol):
     name: str
+    enforces_scopes: bool
+    """True when the sink's readers go through this project's scope checks
+    (LanceDB: every query is scoped). False for an export others read
+    directly (QMD): such a sink must never hold a private or deleted
+    session's documents, and sync keeps them out of it."""
 
     def upsert(self, persona: str, docs: Sequence[Document]) -> None: ...
 

@@ -434,6 +434,7 @@ class LanceSink:
     """The ``lancedb`` exporter. Construct it only in the process holding the writer lock."""
 
     name = "lancedb"
+    enforces_scopes = True  # every read goes through indexer.search's scope filter
 
     def __init__(
         self,

@@ -83,6 +83,8 @@ class QmdExporter:
     """Writes documents as markdown files for QMD (see the module docstring)."""
 
     name = "qmd"
+    # QMD has no scopes: whoever runs `qmd search` over the export sees all of it.
+    enforces_scopes = False
 
     def __init__(
         self,

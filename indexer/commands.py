@@ -176,14 +176,15 @@ def run_project(config: Config, args) -> int:
 
 
 def run_visibility(config: Config, label: str, visibility: str) -> int:
-    state = _state(config)
-    try:
-        if not state.set_visibility(label, visibility):
-            raise CliError(f"unknown session {label!r}: sync first, or check the label (it is case-sensitive)")
-        print(f"{label}: {visibility}")
-        return EXIT_OK
-    finally:
-        state.close()
+    from indexer.visibility import apply_visibility
+
+    config.index.dir.mkdir(parents=True, exist_ok=True)
+    change = apply_visibility(config, label, visibility)
+    where = " (applied by the running daemon)" if change.via_daemon else ""
+    export = f"; export: {change.removed} removed, {change.restored} restored" if (change.removed or
+                                                                                     change.restored) else ""
+    print(f"{label}: {visibility}{where}{export}")
+    return EXIT_OK
 
 
 def run_get(config: Config, persona: str, path: str, from_line: int, lines: int | None, *, as_json: bool) -> int:

@@ -206,12 +206,21 @@ def build_sessions(
 
 
 class _Target:
-    """Where a batch goes: a live sink (upsert + delete) or a rebuild (upsert only)."""
+    """Where a batch goes: a live sink (upsert + delete) or a rebuild (upsert only).
 
-    def __init__(self, persona: str, sink: Exporter | None = None, rebuild: Rebuild | None = None):
-        self.persona, self.sink, self.rebuild = persona, sink, rebuild
+    ``hidden``: sessions whose documents must not reach this target (a sink
+    without scopes never holds a private or deleted session's documents).
+    """
+
+    def __init__(self, persona: str, sink: Exporter | None = None, rebuild: Rebuild | None = None,
+                 hidden: frozenset[str] = frozenset()):
+        self.persona, self.sink, self.rebuild, self.hidden = persona, sink, rebuild, hidden
 
     def upsert(self, docs: Sequence[Document]) -> None:
+        if self.hidden:
+            docs = [d for d in docs if d.session not in self.hidden]
+            if not docs:
+                return
         if self.rebuild is not None:
             self.rebuild.upsert(docs)
         else:
@@ -244,8 +253,63 @@ def _write(ix: Indexer, persona: str, docs: Sequence[Document], deletions: set[s
     return changed, len(unique) - len(changed)
 
 
+def _hidden_from(ix: Indexer, persona: str, sink: Exporter) -> frozenset[str]:
+    return frozenset() if sink.enforces_scopes else frozenset(ix.state.hidden_sessions(persona))
+
+
 def _live(ix: Indexer, persona: str) -> list[_Target]:
-    return [_Target(persona, sink=sink) for sink in ix.sinks]
+    return [_Target(persona, sink=sink, hidden=_hidden_from(ix, persona, sink)) for sink in ix.sinks]
+
+
+# -- sinks without scopes (QMD): private and deleted sessions stay out ----------------------------
+
+UNSCOPED_HIDDEN_KEY = "unscoped_sinks_hidden_sessions_v1"
+
+
+def reconcile_unscoped(ix: Indexer, reader: LedgerReader | None, persona: str) -> tuple[int, int]:
+    """Bring sinks without scopes in line with the sessions' visibility now.
+
+    Documents of sessions that became private (or deleted) are removed;
+    sessions that became shared again are rebuilt from the ledger and
+    exported (needs ``reader``; without one they wait for the next pass).
+    Cheap when nothing changed: one state query, compared with the set last
+    applied. Returns (documents removed, documents restored).
+    """
+    unscoped = [sink for sink in ix.sinks if not sink.enforces_scopes]
+    if not unscoped:
+        return 0, 0
+    hidden = ix.state.hidden_sessions(persona)
+    stored = ix.state.get_json(UNSCOPED_HIDDEN_KEY, persona)
+    applied = set(stored["sessions"]) if stored else set()
+    if stored is not None and applied == hidden:
+        return 0, 0
+    # First run: nothing is known about the export, so every hidden session is removed.
+    newly_hidden = hidden - applied if stored is not None else hidden
+    shown = applied - hidden
+    removed = restored = 0
+    gone: set[str] = set()
+    for label in newly_hidden:
+        gone |= ix.state.paths(persona, session=label)
+    if gone:
+        for sink in unscoped:
+            sink.delete(persona, gone)
+        removed = len(gone)
+    if shown and reader is None:
+        hidden |= shown  # not restored yet: keep them in the "applied" set so the next pass does it
+    elif shown:
+        with reader.snapshot():
+            sessions = [row for row in reader.sessions(labels=sorted(shown)) if row.status != "deleted"]
+            built = build_sessions(ix, reader, persona, sessions, only_new=False)
+        docs = [d for d in built.docs if d.session in shown]
+        for start in range(0, len(docs), DOCS_PER_WRITE):
+            for sink in unscoped:
+                sink.upsert(persona, docs[start:start + DOCS_PER_WRITE])
+        restored = len(docs)
+    ix.state.set_json(UNSCOPED_HIDDEN_KEY, {"sessions": sorted(hidden)}, persona)
+    if removed or restored:
+        log.info("export.visibility_applied", persona=persona, removed=removed, restored=restored,
+                 sinks=[sink.name for sink in unscoped])
+    return removed, restored
 
 
 def _write_in_parts(ix: Indexer, persona: str, docs: Sequence[Document], targets: Sequence[_Target],
@@ -418,7 +482,7 @@ def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSu
     with reader.snapshot():
         sessions = reader.sessions(persona=persona)
     _refresh_registry(ix, persona, sessions, summary)
-    rebuilds = [sink.rebuild(persona) for sink in ix.sinks]
+    rebuilds = [(sink.rebuild(persona), _hidden_from(ix, persona, sink)) for sink in ix.sinks]
     all_docs: list[Document] = []
     all_skips: list[Skip] = []
     pending: list[tuple[str, str]] = []
@@ -429,15 +493,15 @@ def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSu
         pending.extend(built.pending)
 
     try:
-        _walk_all(ix, reader, persona, summary, [_Target(persona, rebuild=rb) for rb in rebuilds],
+        _walk_all(ix, reader, persona, summary, [_Target(persona, rebuild=rb, hidden=h) for rb, h in rebuilds],
                   rebuilding=True, stop=stop, progress=progress, on_batch=collect)
         memory_docs = ix.memory_documents(persona)
-        for rb in rebuilds:
+        for rb, _h in rebuilds:
             if memory_docs:
                 rb.upsert(memory_docs)
             rb.commit()
     except BaseException:
-        for rb in rebuilds:
+        for rb, _h in rebuilds:
             try:
                 rb.abort()
             except Exception as exc:  # keep the original error
@@ -515,6 +579,9 @@ def sync_once(
                     _rebuild(ix, reader, persona, ps, stop, progress)
                 if mode != "rebuild":
                     ps.documents_written += ix.sync_memory(persona)
+                removed, restored = reconcile_unscoped(ix, reader, persona)
+                ps.documents_deleted += removed
+                ps.documents_written += restored
             except SyncInterrupted:
                 summary.interrupted = True
                 ps.cursor = ix.state.get_cursor(persona)

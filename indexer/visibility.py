@@ -1,0 +1,97 @@
+"""Changing a session's visibility, applied to every sink at once.
+
+The state DB is the source of truth for scopes (LanceDB queries read it at
+query time); a sink without scopes (the QMD export) must also lose a private
+session's files, and get them back when the session is shared again.
+``apply_visibility`` does both. Only the writer may touch the export: when a
+daemon holds the index, the change is handed to it over its admin API.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import httpx
+
+from indexer.cli_common import CliError
+from indexer.config import Config
+from indexer.lock import LockHeldError, acquire
+
+
+@dataclass(frozen=True)
+class VisibilityChange:
+    label: str
+    visibility: str
+    removed: int      # documents taken out of sinks without scopes
+    restored: int     # documents put back into them
+    via_daemon: bool  # applied by the running daemon
+
+
+def apply_visibility(config: Config, label: str, visibility: str) -> VisibilityChange:
+    """Set ``label`` private or shared and bring every sink in line.
+
+    Raises CliError for an unknown session, or when a running daemon cannot
+    be reached (the message says what to do).
+    """
+    from indexer.state import StateDB
+
+    try:
+        lock = acquire(config.index.dir, "visibility")
+    except LockHeldError:
+        return _through_daemon(config, label, visibility)
+    try:
+        state = StateDB(config.state_db_path)
+        try:
+            record = state.session(label)
+            if record is None or not state.set_visibility(label, visibility):
+                raise CliError(f"unknown session {label!r}: sync first, or check the label (it is case-sensitive)")
+        finally:
+            state.close()
+        removed, restored = _reconcile_now(config, record.persona)
+        return VisibilityChange(label, visibility, removed, restored, via_daemon=False)
+    finally:
+        lock.release()
+
+
+def _reconcile_now(config: Config, persona: str) -> tuple[int, int]:
+    if "qmd" not in config.index.sinks:
+        return 0, 0  # every configured sink enforces scopes at query time
+    from indexer.context import Indexer, build_sinks
+    from indexer.sync import reconcile_unscoped
+    from ledger.connection import LedgerUnavailable
+
+    only_unscoped = config.model_copy(update={"index": config.index.model_copy(update={"sinks": ["qmd"]})})
+    ix = Indexer(config, sinks=build_sinks(only_unscoped))
+    try:
+        try:
+            reader = ix.reader()
+        except LedgerUnavailable:
+            reader = None  # removal needs no ledger; a restore waits for the next sync
+        try:
+            result = reconcile_unscoped(ix, reader, persona)
+        finally:
+            if reader is not None:
+                reader.close()
+        for sink in ix.sinks:
+            sink.after_batch()
+        return result
+    finally:
+        ix.close()
+
+
+def _through_daemon(config: Config, label: str, visibility: str) -> VisibilityChange:
+    from indexer.client import _base_url, _token
+
+    base = _base_url(config)
+    try:
+        response = httpx.put(base + "/v1/admin/sessions/visibility", json={"label": label, "visibility": visibility},
+                             headers={"Authorization": f"Bearer {_token(config)}"}, timeout=30)
+    except httpx.HTTPError as exc:
+        raise CliError(f"a daemon holds the index but its API did not answer ({exc}); "
+                       "check `journalctl -u ledger-indexer`") from None
+    if response.status_code == 404:
+        raise CliError(f"unknown session {label!r}: sync first, or check the label (it is case-sensitive)")
+    if response.status_code >= 400:
+        raise CliError(f"the daemon refused the change ({response.status_code}): {response.text}")
+    body = response.json()
+    return VisibilityChange(label, visibility, body.get("removed", 0), body.get("restored", 0), via_daemon=True)
