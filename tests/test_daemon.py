@@ -242,6 +242,16 @@ def test_admin_calls_need_the_right_token_and_reindex_keeps_search_up(setup):
         assert vis.status_code == 200
         assert d.search("canary rollout", session="other") == []
         assert d.search("canary rollout", session="main")
+        # The QMD export (no scopes) lost the session when the PUT returned ...
+        export = tmp / "index" / "qmd"
+        from exporters.qmd import QmdExporter
+
+        assert not any("/main/" in p for p in QmdExporter(export).paths("atlas"))
+        # ... and the CLI, with the daemon holding the index, goes through its API.
+        shared = subprocess.run([sys.executable, "-m", "indexer.cli", "--config", str(cfg), "session", "visibility",
+                                 "main", "shared"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert shared.returncode == 0 and "applied by the running daemon" in shared.stdout, shared.stderr
+        assert any("/main/" in p for p in QmdExporter(export).paths("atlas"))
     finally:
         assert d.stop() == 0
 
