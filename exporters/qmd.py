@@ -60,6 +60,8 @@ _SEGMENT = re.compile(r"[A-Za-z0-9._-]{1,255}")
 # never searchable in QMD, so we warn about them.
 _QMD_EXCLUDED_DIRS = frozenset({"node_modules", "vendor", "dist", "build"})
 _TMP_SUFFIX = ".tmp"
+# ".<file name>.<12 hex>.tmp", as _atomic_write names its temp files.
+_TMP_RE = re.compile(r"\..+\.[0-9a-f]{12}\.tmp")
 _STAGING_PREFIX = ".rebuild-"
 _STDERR_TAIL = 2000
 _TERM_GRACE_S = 2.0
@@ -103,6 +105,31 @@ class QmdExporter:
         self._dirty = True
         self.last_update: UpdateResult | None = None
         self._warned_hidden: set[str] = set()
+        self.swept_tmp_files = self._sweep_tmp_files()
+
+    def _sweep_tmp_files(self) -> int:
+        """Remove ``.<name>.<hex>.tmp`` files a killed write left behind.
+
+        The sink has one writer (the index lock), so at open no temp file is
+        in use. Staging folders of a crashed rebuild are the rebuild's to clean.
+        """
+        if not self.export_dir.is_dir():
+            return 0
+        swept = 0
+        for dirpath, dirnames, filenames in os.walk(self.export_dir):
+            dirnames[:] = [d for d in dirnames if not d.startswith(_STAGING_PREFIX)]
+            for name in filenames:
+                if _TMP_RE.fullmatch(name):
+                    try:
+                        os.unlink(os.path.join(dirpath, name))
+                        swept += 1
+                    except FileNotFoundError:
+                        pass
+                    except OSError as exc:
+                        self.log.warning("qmd.tmp_sweep_failed", file=os.path.join(dirpath, name), error=str(exc))
+        if swept:
+            self.log.info("qmd.tmp_swept", files=swept, reason="left by a killed write")
+        return swept
 
     # ------------------------------------------------------------------ paths
 

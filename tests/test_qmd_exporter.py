@@ -556,3 +556,18 @@ def test_failed_fallback_swap_restores_the_live_set(tmp_path, monkeypatch):
     rb.abort()  # removes the staging folder
     assert dot_entries(root) == []
     assert exp.paths(PERSONA) == {live.path}
+
+
+def test_temp_files_of_a_killed_write_are_swept_at_open(tmp_path):
+    export = tmp_path / "export"
+    first = QmdExporter(export)
+    first.upsert(PERSONA, [make_doc("main", "T1", "User: hello")])
+    turns = export / PERSONA / "sessions" / "main" / "turns"
+    leftover = turns / ".T1.md.0123456789ab.tmp"
+    leftover.write_text("half a document")
+    lookalike = turns / ".notes.tmp"  # not one of ours: kept
+    lookalike.write_text("x")
+    again = QmdExporter(export)
+    assert again.swept_tmp_files == 1
+    assert sorted(p.name for p in turns.iterdir()) == [".notes.tmp", "T1.md"]
+    assert again.read(PERSONA, "sessions/main/turns/T1.md").endswith("User: hello")
