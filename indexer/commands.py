@@ -86,6 +86,7 @@ def run_reindex(config: Config, *, personas: Sequence[str] | None = None, as_jso
 def status_report(config: Config, state: StateDB) -> dict:
     """Per persona: cursor, ledger head, lag, documents, bad rows, index metadata."""
     from indexer.state import INDEX_META_KEY
+    from indexer.sync import truncated_documents
     from ledger.reader import LedgerReader
 
     head = None
@@ -112,6 +113,8 @@ def status_report(config: Config, state: StateDB) -> dict:
             "documents": state.document_count(persona),
             "bad_rows_skipped": state.bad_count(persona),
             "pending_turns": len(state.pending(persona)),
+            # documents with a message cut at ledger.max_message_bytes (a marker in the text says so)
+            "truncated_documents": len(truncated_documents(state, persona)),
             "index_meta": state.get_json(INDEX_META_KEY, persona),
         }
     holder = read_holder(config.index.dir) if config.index.dir.exists() else None

@@ -111,6 +111,8 @@ class Indexer:
         return {
             "format": DOCUMENT_FORMAT_VERSION,
             "redaction": self.redaction_version,
+            # Raising the cap re-admits text that an earlier build truncated.
+            "max_message_bytes": self.config.ledger.max_message_bytes,
             "sinks": {sink.name: sink_fingerprint(sink) for sink in self.sinks},
         }
 

@@ -9,6 +9,8 @@ before hashing, so a hash never depends on a secret.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import datetime as dt
 import enum
 import hashlib
@@ -121,17 +123,18 @@ def turn_document(
     """The document of one normal turn, a :class:`Skip` for bad data, or None
     when the turn has no user/assistant text at all (nothing to remember)."""
     blocks: list[str] = []
+    cut = 0
     for msg in messages:
         if msg.role not in ("user", "assistant"):
             continue
         if msg.content is None:
-            if msg.length is not None and msg.length > max_message_bytes:
-                return Skip(SkipReason.MESSAGE_TOO_LARGE, label, turn.id,
-                            f"message {msg.id} has {msg.length} bytes (limit {max_message_bytes})")
             continue  # NULL content: a tool-call placeholder, nothing to show
         content = msg.content.strip()
         if not content:
             continue
+        if msg.truncated:
+            content += truncation_marker(msg.truncated, max_message_bytes)
+            cut += msg.truncated
         speaker = "User" if msg.role == "user" else "Assistant"
         blocks.append(f"{speaker}: {content}")
     if not blocks:
@@ -139,7 +142,8 @@ def turn_document(
     # Redacted as one text: a secret that a rule recognises in one message
     # is masked wherever it recurs in the turn, in the other message too.
     body = redact("\n\n".join(blocks))
-    return _assemble(persona, label, turn, DocKind.TURN, body, redact, turn.model, turn.provider)
+    doc = _assemble(persona, label, turn, DocKind.TURN, body, redact, turn.model, turn.provider)
+    return replace(doc, truncated_bytes=cut) if cut else doc
 
 
 def compaction_document(
@@ -154,13 +158,18 @@ def compaction_document(
     if compaction is None:
         return Skip(SkipReason.MISSING_COMPACTION, label, turn.id, "compaction turn without a compactions row")
     if compaction.summary is None:
-        if compaction.length is not None and compaction.length > max_message_bytes:
-            return Skip(SkipReason.MESSAGE_TOO_LARGE, label, turn.id,
-                        f"summary has {compaction.length} bytes (limit {max_message_bytes})")
         return None
     summary = compaction.summary.strip()
     if not summary:
         return None
+    if compaction.truncated:
+        summary += truncation_marker(compaction.truncated, max_message_bytes)
     body = f"Summary: {redact(summary)}"
-    return _assemble(persona, label, turn, DocKind.COMPACTION, body, redact,
-                     compaction.model or turn.model, compaction.provider or turn.provider)
+    doc = _assemble(persona, label, turn, DocKind.COMPACTION, body, redact,
+                    compaction.model or turn.model, compaction.provider or turn.provider)
+    return replace(doc, truncated_bytes=compaction.truncated) if compaction.truncated else doc
+
+
+def truncation_marker(left_out: int, limit: int) -> str:
+    """Shown where an oversized message was cut, so a reader knows text is missing."""
+    return f"\n[… truncated: {left_out:,} more bytes (ledger.max_message_bytes = {limit:,})]"

@@ -329,12 +329,39 @@ def _write_in_parts(ix: Indexer, persona: str, docs: Sequence[Document], targets
         if record and written:
             with ix.state.atomic():
                 ix.state.record_documents(written)
+                _record_truncations(ix, persona, written)
         written_all.extend(written)
         summary.documents_written += len(written)
         summary.documents_unchanged += unchanged
         if progress:
             progress(persona, -1, -1)  # a heartbeat: the pass is alive
     return written_all
+
+
+TRUNCATED_KEY = "truncated_documents_v1"
+
+
+def _record_truncations(ix: Indexer, persona: str, written: Sequence[Document], *, fresh: bool = False) -> None:
+    """Keep the set of indexed documents holding a truncated message (status shows it)."""
+    stored = None if fresh else ix.state.get_json(TRUNCATED_KEY, persona)
+    paths = set(stored["paths"]) if stored else set()
+    before = set(paths)
+    for d in written:
+        if d.truncated_bytes:
+            paths.add(d.path)
+        else:
+            paths.discard(d.path)
+    if paths != before or fresh:
+        ix.state.set_json(TRUNCATED_KEY, {"paths": sorted(paths)}, persona)
+
+
+def truncated_documents(state, persona: str) -> list[str]:
+    """Indexed documents of ``persona`` whose text was cut at ledger.max_message_bytes."""
+    stored = state.get_json(TRUNCATED_KEY, persona)
+    if not stored:
+        return []
+    live = state.hashes(persona, stored["paths"])
+    return [p for p in stored["paths"] if p in live]
 
 
 def _commit_state(ix: Indexer, persona: str, summary: PersonaSummary, built: _Built,
@@ -511,6 +538,7 @@ def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSu
         ix.state.forget_documents(persona, ix.state.paths(persona))
         ix.state.clear_bad(persona)
         ix.state.record_documents(all_docs + list(memory_docs))
+        _record_truncations(ix, persona, all_docs, fresh=True)
         built = _Built(skips=all_skips, pending=pending)
         summary.documents_skipped_bad += ix.state.record_bad(
             persona, [(s.session, s.turn_id or "", s.reason.value, s.detail) for s in built.skips])

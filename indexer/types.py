@@ -48,6 +48,9 @@ class Document:
     # only (so forks with different headers share embeddings) but report line
     # numbers of the whole text.
     body_start_line: int = 1
+    # Bytes left out of oversized messages (ledger.max_message_bytes); the
+    # body says so with a visible marker. 0: nothing was cut.
+    truncated_bytes: int = 0
     # Position of the turn in its session's thread (0-based), for ranking by
     # conversational context; None for memory files.
     turn_seq: int | None = None

@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from peewee import SQL, Case, SqliteDatabase, fn
+from peewee import SQL, Case, Cast, SqliteDatabase, fn
 
 from ledger.models import BoundModels
 from ledger.connection import open_ledger
@@ -164,8 +164,7 @@ class LedgerReader:
         """
         out: dict[str, list[MessageRow]] = defaultdict(list)
         msg = self.m.Message
-        length = fn.length(msg.content)
-        capped = Case(None, [(length > self.max_message_bytes, SQL("NULL"))], msg.content)
+        length, capped = self._capped(msg.content)
         for part in _chunks(sorted(set(turn_ids))):
             q = (
                 msg.select(msg.id, msg.turn_id, msg.role, capped, length, msg.sequence)
@@ -173,20 +172,38 @@ class LedgerReader:
                 .order_by(msg.turn_id, msg.sequence, msg.id)
             )
             for mid, tid, role, content, size, seq in q.tuples():
-                out[tid].append(
-                    MessageRow(mid, tid, role, content, int(size) if size is not None else None, int(seq or 0))
-                )
+                text, cut = self._text(content, size)
+                out[tid].append(MessageRow(mid, tid, role, text, int(size) if size is not None else None,
+                                           int(seq or 0), cut))
         return dict(out)
+
+    def _capped(self, column):
+        """(byte length, content) select expressions. ``length()`` of TEXT
+        counts characters and stops at a NUL; of a BLOB it counts bytes. Over
+        the limit only the first ``limit + 3`` bytes are transferred (enough
+        to cut on a character boundary)."""
+        size = fn.length(Cast(column, "BLOB"))
+        head = fn.substr(Cast(column, "BLOB"), 1, self.max_message_bytes + 3)
+        return size, Case(None, [(size > self.max_message_bytes, head)], column)
+
+    def _text(self, content, size) -> tuple[str | None, int]:
+        if not isinstance(content, (bytes, bytearray)):
+            return content, 0
+        limit = self.max_message_bytes
+        cut = limit
+        while cut > 0 and (content[cut] & 0xC0) == 0x80:
+            cut -= 1  # back to the start of the character the limit falls in
+        return bytes(content[:cut]).decode("utf-8", "replace"), int(size) - cut
 
     def compactions(self, turn_ids: Iterable[str]) -> dict[str, CompactionRow]:
         if not self.has_compactions:
             return {}
         out: dict[str, CompactionRow] = {}
         c = self.m.Compaction
-        length = fn.length(c.summary)
-        capped = Case(None, [(length > self.max_message_bytes, SQL("NULL"))], c.summary)
+        length, capped = self._capped(c.summary)
         for part in _chunks(sorted(set(turn_ids))):
             q = c.select(c.turn_id, capped, length, c.model, c.provider).where(c.turn_id.in_(part))
             for tid, summary, size, model, provider in q.tuples():
-                out[tid] = CompactionRow(tid, summary, int(size) if size is not None else None, model, provider)
+                text, cut = self._text(summary, size)
+                out[tid] = CompactionRow(tid, text, int(size) if size is not None else None, model, provider, cut)
         return out

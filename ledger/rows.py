@@ -44,8 +44,10 @@ class TurnRow:
 
 @dataclass(frozen=True, slots=True)
 class MessageRow:
-    """A user or assistant message. ``content`` is None when it was NULL or when
-    it exceeded the reader's size limit (``length`` then tells which)."""
+    """A user or assistant message. ``content`` is None when it was NULL.
+    ``length`` is its size in bytes; over the reader's limit, ``content``
+    holds only its first ``limit`` bytes (cut on a UTF-8 boundary) and
+    ``truncated`` says how many bytes were left out."""
 
     id: str
     turn_id: str
@@ -53,6 +55,7 @@ class MessageRow:
     content: str | None
     length: int | None
     sequence: int
+    truncated: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,3 +65,4 @@ class CompactionRow:
     length: int | None
     model: str | None
     provider: str | None
+    truncated: int = 0  # bytes left out over the reader's limit, as for messages

@@ -77,8 +77,11 @@ def test_redaction_applies_to_label_and_body_before_hashing():
 def test_empty_and_oversized_turns():
     assert turn_document("a", "s", TURN, [msg("user", None, 0), msg("assistant", "  ", 1)], redact=str,
                          max_message_bytes=10) is None
-    skip = turn_document("a", "s", TURN, [MessageRow("m", "T1", "user", None, 50, 0)], redact=str, max_message_bytes=10)
-    assert isinstance(skip, Skip) and skip.reason is SkipReason.MESSAGE_TOO_LARGE
+    cut = turn_document("a", "s", TURN, [MessageRow("m", "T1", "user", "0123456789", 50, 0, truncated=40),
+                                         msg("assistant", "the answer", 1)], redact=str, max_message_bytes=10)
+    assert cut.body == ("User: 0123456789\n[… truncated: 40 more bytes (ledger.max_message_bytes = 10)]\n\n"
+                        "Assistant: the answer")
+    assert cut.truncated_bytes == 40
 
 
 def test_compaction_document():

@@ -66,7 +66,28 @@ def test_messages_exclude_system_and_tool_and_cap_size(writer, ledger_path):
     reader.close()
     assert {m.role for m in msgs} == {"user", "assistant"}
     user = next(m for m in msgs if m.role == "user")
-    assert user.content is None and user.length == 2000
+    assert (user.content, user.length, user.truncated) == ("u" * 1000, 2000, 1000)
+
+
+def test_the_cap_counts_bytes_cuts_on_a_character_boundary_and_sees_past_a_nul(writer, ledger_path):
+    # 400 three-byte characters (1200 bytes), then a NUL and more text: SQLite's
+    # length() on TEXT says 400 characters and stops at the NUL; the cap must not.
+    text = "€" * 400 + "\x00" + "tail" * 10
+    tid = writer.turn("main", user=text, assistant="ok")
+    reader = LedgerReader.open(ledger_path, max_message_bytes=1000)
+    with reader.snapshot():
+        user = next(m for m in reader.messages([tid])[tid] if m.role == "user")
+    reader.close()
+    size = len(text.encode())
+    assert user.length == size
+    assert user.content == "€" * 333  # 999 bytes: the 334th character would cross the cap
+    assert user.truncated == size - 999
+    small = writer.turn("main", user="a\x00b", assistant="ok")
+    reader = LedgerReader.open(ledger_path, max_message_bytes=1000)
+    with reader.snapshot():
+        user = next(m for m in reader.messages([small])[small] if m.role == "user")
+    reader.close()
+    assert (user.content, user.length, user.truncated) == ("a\x00b", 3, 0)
 
 
 def test_history_after_filters_by_persona_and_range(writer, ledger_path):
