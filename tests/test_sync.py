@@ -47,10 +47,6 @@ def expected_paths(ledger: Path, persona: str) -> set[str]:
                     "SELECT 1 FROM messages WHERE turn_id=? AND role IN ('user','assistant') "
                     "AND content IS NOT NULL AND length(trim(content)) > 0", (tid,)
                 ).fetchone()
-                big = con.execute(
-                    "SELECT 1 FROM messages WHERE turn_id=? AND role IN ('user','assistant') "
-                    "AND length(content) > 1000000", (tid,)).fetchone()
-                ok = ok and not big
                 folder = "turns"
             if ok:
                 out.add(f"sessions/{safe_segment(label)}/{folder}/{tid}.md")
