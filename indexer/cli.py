@@ -29,6 +29,8 @@ def _parser() -> argparse.ArgumentParser:
     sync.add_argument("--force", action="store_true", help="rebuild every persona beside the live index")
     sync.add_argument("--persona", action="append", help="only this persona (repeatable)")
     sync.add_argument("--json", action="store_true")
+    sync.add_argument("--retry-bad", action="store_true",
+                      help="build every turn recorded as bad again now (status lists them)")
 
     reindex = sub.add_parser("reindex", help="forced reindex (delegated to a running daemon)")
     reindex.add_argument("--persona", action="append")
@@ -111,7 +113,8 @@ def cmd_redact(args) -> int:
 def cmd_sync(args) -> int:
     from indexer.commands import run_sync
 
-    return run_sync(_config(args), force=args.force, personas=args.persona, as_json=args.json)
+    return run_sync(_config(args), force=args.force, personas=args.persona, as_json=args.json,
+                    retry_bad=args.retry_bad)
 
 
 def cmd_reindex(args) -> int:

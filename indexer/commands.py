@@ -47,14 +47,14 @@ def _tqdm_progress():
 
 
 def run_sync(config: Config, *, force: bool = False, personas: Sequence[str] | None = None,
-             as_json: bool = False, progress=None) -> int:
+             as_json: bool = False, progress=None, retry_bad: bool = False) -> int:
     from indexer.context import open_indexer
     from indexer.sync import sync_once
 
     with _writer_lock(config, "reindex" if force else "sync"):
         ix = open_indexer(config)
         try:
-            summary = sync_once(ix, force=force, personas=personas, progress=progress)
+            summary = sync_once(ix, force=force, personas=personas, progress=progress, retry_bad=retry_bad)
         except LedgerUnavailable as exc:
             raise CliError(str(exc)) from None
         except SinkError as exc:
@@ -112,6 +112,9 @@ def status_report(config: Config, state: StateDB) -> dict:
             "lag": (head - cursor) if head is not None and cursor is not None else None,
             "documents": state.document_count(persona),
             "bad_rows_skipped": state.bad_count(persona),
+            # what was skipped and why (newest 50); retried when the session moves, on a
+            # rebuild, and by `sync --retry-bad`
+            "bad_turns": state.bad_list(persona),
             "pending_turns": len(state.pending(persona)),
             # documents with a message cut at ledger.max_message_bytes (a marker in the text says so)
             "truncated_documents": len(truncated_documents(state, persona)),

@@ -391,6 +391,26 @@ class StateDB:
     def bad_count(self, persona: str) -> int:
         return self.BadRow.select().where(self.BadRow.persona == persona).count()
 
+    def clear_bad_turns(self, persona: str, items: Iterable[tuple[str, str]]) -> int:
+        """Forget (session, turn_id) entries that built fine on a retry."""
+        B = self.BadRow
+        n = 0
+        for session, turn in set(items):
+            n += B.delete().where((B.persona == persona) & (B.session_label == session)
+                                  & (B.turn_id == turn)).execute()
+        return n
+
+    def bad_items(self, persona: str) -> list[tuple[str, str]]:
+        B = self.BadRow
+        return list(B.select(B.session_label, B.turn_id).where(B.persona == persona).tuples())
+
+    def bad_list(self, persona: str, limit: int = 50) -> list[dict]:
+        """The skipped turns with their reasons, newest first (for status)."""
+        B = self.BadRow
+        q = (B.select(B.session_label, B.turn_id, B.reason, B.detail, B.seen_at).where(B.persona == persona)
+             .order_by(B.seen_at.desc(), B.session_label, B.turn_id).limit(limit))
+        return [{"session": s, "turn_id": t, "reason": r, "detail": d, "seen_at_ms": at} for s, t, r, d, at in q.tuples()]
+
     def clear_bad(self, persona: str) -> None:
         self.BadRow.delete().where(self.BadRow.persona == persona).execute()
 

@@ -66,6 +66,7 @@ class PersonaSummary:
     documents_skipped_bad: int = 0
     documents_deleted: int = 0
     pending_turns: int = 0
+    bad_retried: int = 0  # sessions whose bad turns `sync --retry-bad` built again
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -154,7 +155,9 @@ def build_sessions(
             continue
         out.ancestry[s.label] = ancestry
         if only_new:
-            known = ix.state.indexed_turns(persona, s.label) | ix.state.bad_turns(persona, s.label)
+            # Turns recorded as bad are retried whenever their session moves
+            # (new history row) and by `sync --retry-bad`: nothing stays dropped.
+            known = ix.state.indexed_turns(persona, s.label)
             wanted[s.label] = [t for t in ancestry if t not in known]
         else:
             wanted[s.label] = list(dict.fromkeys(ancestry))
@@ -366,8 +369,12 @@ def truncated_documents(state, persona: str) -> list[str]:
 
 def _commit_state(ix: Indexer, persona: str, summary: PersonaSummary, built: _Built,
                   deletions: set[str], cursor: int | None) -> None:
+    # What built fine now is no longer bad: documents, and sessions whose ancestry parsed.
+    resolved = [(d.session, d.turn_id) for d in built.docs if d.session and d.turn_id]
+    resolved += [(label, anc[-1]) for label, anc in built.ancestry.items() if anc]
     with ix.state.atomic():
         ix.state.forget_documents(persona, deletions)
+        ix.state.clear_bad_turns(persona, resolved)
         ix.state.set_pending(persona, built.pending)
         ix.state.clear_pending(persona, built.done_pending)
         summary.documents_skipped_bad += ix.state.record_bad(
@@ -427,13 +434,33 @@ def _refresh_registry(ix: Indexer, persona: str, sessions: Sequence[SessionRow],
 # -- the three modes ------------------------------------------------------------------------------
 
 
+def _retry_bad(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSummary,
+               deleted: set[str], stop: threading.Event | None, progress: Progress | None) -> None:
+    """Build every turn recorded as bad again, now."""
+    labels = sorted({s for s, _t in ix.state.bad_items(persona)} - deleted)
+    if not labels:
+        return
+    with reader.snapshot():
+        current = [s for s in reader.sessions(labels=labels) if s.status != "deleted"]
+        built = build_sessions(ix, reader, persona, current, only_new=True)
+    _write_in_parts(ix, persona, built.docs, _live(ix, persona), summary, skip_unchanged=True, stop=stop,
+                    progress=progress)
+    before = ix.state.bad_count(persona)
+    _commit_state(ix, persona, summary, built, set(), None)
+    summary.bad_retried = len(labels)
+    log.info("sync.bad_retried", persona=persona, sessions=len(labels), still_bad=ix.state.bad_count(persona),
+             were_bad=before)
+
+
 def _tail(ix: Indexer, reader: LedgerReader, persona: str, cursor: int, summary: PersonaSummary,
-          stop: threading.Event | None, progress: Progress | None) -> None:
+          stop: threading.Event | None, progress: Progress | None, *, retry_bad: bool = False) -> None:
     head = summary.head
     live = _live(ix, persona)
     with reader.snapshot():
         sessions = reader.sessions(persona=persona)
     deleted = _refresh_registry(ix, persona, sessions, summary)
+    if retry_bad:
+        _retry_bad(ix, reader, persona, summary, deleted, stop, progress)
     pending = [(s, t) for s, t in ix.state.pending(persona) if s not in deleted]
     if pending:
         with reader.snapshot():
@@ -563,6 +590,7 @@ def sync_once(
     personas: Sequence[str] | None = None,
     stop: threading.Event | None = None,
     progress: Progress | None = None,
+    retry_bad: bool = False,
 ) -> SyncSummary:
     """One pass over every selected persona. Raises on sink or ledger failure,
     after which cursor and hashes are exactly as the last committed batch left them."""
@@ -600,7 +628,7 @@ def sync_once(
             summary.personas[persona] = ps
             try:
                 if mode == "tail":
-                    _tail(ix, reader, persona, cursor or 0, ps, stop, progress)
+                    _tail(ix, reader, persona, cursor or 0, ps, stop, progress, retry_bad=retry_bad)
                 elif mode == "backfill":
                     _backfill(ix, reader, persona, ps, stop, progress)
                 else:

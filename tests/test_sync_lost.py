@@ -37,3 +37,44 @@ def test_raising_the_cap_rebuilds_and_readmits_the_whole_text(writer, make_index
     text = QmdExporter(tmp_path / "export").read("atlas", path)
     assert "truncated" not in text and text.count("beta") == 400
     assert truncated_documents(wider.state, "atlas") == []
+
+
+def test_a_bad_turn_is_listed_retried_when_its_session_moves_and_by_retry_bad(writer, make_indexer, ledger_path):
+    import json
+
+    t = writer.turn("flaky", user="first", assistant="one")
+    writer.execute("UPDATE threads SET ancestry='[broken' WHERE turn_id=?", (t,))
+    writer.turn("fine", user="ok", assistant="ok")
+    ix = make_indexer()
+    assert sync_once(ix).personas["atlas"].documents_skipped_bad == 1
+    bad = status_report(ix.config, ix.state)["personas"]["atlas"]["bad_turns"]
+    assert [(b["session"], b["reason"]) for b in bad] == [("flaky", "bad_ancestry")]
+    # Repaired in place (no new history row): `sync --retry-bad` picks it up now.
+    writer.execute("UPDATE threads SET ancestry=? WHERE turn_id=?", (json.dumps([t]), t))
+    assert sync_once(ix).personas["atlas"].documents_written == 0  # a plain tail does not see an UPDATE
+    summary = sync_once(ix, retry_bad=True)
+    assert summary.personas["atlas"].bad_retried == 1
+    assert summary.personas["atlas"].documents_written == 1
+    assert ix.state.bad_count("atlas") == 0
+    assert ix.sinks[0].paths("atlas") == expected_paths(ledger_path, "atlas")
+
+
+def test_a_bad_turn_is_retried_when_its_session_gets_a_new_turn(writer, make_indexer, ledger_path):
+    import json
+
+    t = writer.turn("s", user="hello", assistant="hi")
+    # The ancestry names a turn the ledger does not have (yet): bad, recorded.
+    writer.execute("UPDATE threads SET ancestry=? WHERE turn_id=?", (json.dumps(["GHOST", t]), t))
+    ix = make_indexer()
+    sync_once(ix)
+    assert [(b["turn_id"], b["reason"]) for b in ix.state.bad_list("atlas")] == [("GHOST", "missing_turn")]
+    # The missing turn arrives, then the session moves: its bad turn is retried and indexed.
+    writer.execute("INSERT INTO turns (id, turn_type, status, started_at, completed_at) "
+                   "VALUES ('GHOST', 'normal', 'completed', 1, 2)")
+    writer.execute("INSERT INTO messages (id, turn_id, role, content, sequence, created_at) "
+                   "VALUES ('m-ghost', 'GHOST', 'user', 'the late question', 0, 1)")
+    writer.turn("s", user="a new question", assistant="a new answer")
+    sync_once(ix)
+    assert ix.state.bad_count("atlas") == 0
+    paths = ix.sinks[0].paths("atlas")
+    assert "sessions/s/turns/GHOST.md" in paths and paths == expected_paths(ledger_path, "atlas")
