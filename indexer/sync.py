@@ -474,7 +474,9 @@ def _tail(ix: Indexer, reader: LedgerReader, persona: str, cursor: int, summary:
             rows = reader.history_after(position, upto=head, persona=persona, limit=HISTORY_ROWS_PER_BATCH)
             batch_end = rows[-1].id if len(rows) == HISTORY_ROWS_PER_BATCH else head
             labels = list(dict.fromkeys(r.session_label for r in reversed(rows)))  # latest first
-            current = [s for s in reader.sessions(labels=labels) if s.status != "deleted"]
+            order = {label: i for i, label in enumerate(labels)}
+            current = sorted((s for s in reader.sessions(history_range=(position, batch_end), persona=persona)
+                              if s.status != "deleted"), key=lambda s: order.get(s.label, len(order)))
             built = build_sessions(ix, reader, persona, current, only_new=True)
         summary.sessions += len(current)
         _write_in_parts(ix, persona, built.docs, live, summary, skip_unchanged=True, stop=stop, progress=progress)

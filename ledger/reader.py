@@ -93,12 +93,24 @@ class LedgerReader:
         return [p for (p,) in q.tuples() if p is not None]
 
     def sessions(
-        self, *, persona: str | None = None, labels: Iterable[str] | None = None
+        self, *, persona: str | None = None, labels: Iterable[str] | None = None,
+        history_range: tuple[int, int] | None = None,
     ) -> list[SessionRow]:
+        """Sessions by persona, by label, or those with a history row in
+        ``history_range`` (cursor, upto]. The last matches labels in SQL, on
+        the stored values: a label that is not valid UTF-8 reads back altered
+        (lenient decoding) and would not match as a Python string."""
         s = self.m.Session
         fields = (s.label, s.thread_id, s.persona_id, s.status, s.created_at, s.updated_at)
         out: list[SessionRow] = []
-        if labels is None:
+        if history_range is not None:
+            h = self.m.SessionHistory
+            moved = h.select(h.session_label).where((h.id > history_range[0]) & (h.id <= history_range[1]))
+            q = s.select(*fields).where(s.label.in_(moved))
+            if persona is not None:
+                q = q.where(s.persona_id == persona)
+            batches = [q.order_by(s.label)]
+        elif labels is None:
             q = s.select(*fields)
             if persona is not None:
                 q = q.where(s.persona_id == persona)

@@ -78,3 +78,28 @@ def test_a_bad_turn_is_retried_when_its_session_gets_a_new_turn(writer, make_ind
     assert ix.state.bad_count("atlas") == 0
     paths = ix.sinks[0].paths("atlas")
     assert "sessions/s/turns/GHOST.md" in paths and paths == expected_paths(ledger_path, "atlas")
+
+
+def test_a_label_that_is_not_utf8_is_indexed_by_the_tail_as_by_a_backfill(writer, make_indexer, ledger_path,
+                                                                           config_factory, tmp_path):
+    from exporters.qmd import QmdExporter
+    from indexer.context import Indexer
+
+    writer.turn("first", user="warm up", assistant="ok")
+    ix = make_indexer()
+    sync_once(ix)  # cursor set: what follows goes through the tail
+    t = writer.turn("weird", user="a label with a broken byte", assistant="still indexed")
+    # Rename the session to bytes that are not UTF-8, in every table that names it.
+    for table, column in (("sessions", "label"), ("session_history", "session_label")):
+        writer.execute(f"UPDATE {table} SET {column}=CAST(X'7765697264ff' AS TEXT) WHERE {column}='weird'")
+    tail = sync_once(ix)
+    assert tail.personas["atlas"].mode == "tail" and tail.personas["atlas"].documents_written == 1
+    tail_paths = ix.sinks[0].paths("atlas")
+    assert any(t in p for p in tail_paths)
+    fresh = Indexer(config_factory(index={"dir": str(tmp_path / "index2")}),
+                    sinks=[QmdExporter(tmp_path / "export2")])
+    try:
+        assert sync_once(fresh).personas["atlas"].mode == "backfill"
+        assert fresh.sinks[0].paths("atlas") == tail_paths
+    finally:
+        fresh.close()
