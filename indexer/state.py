@@ -367,6 +367,15 @@ class StateDB:
         for session, turn in items:
             P.delete().where((P.persona == persona) & (P.session_label == session) & (P.turn_id == turn)).execute()
 
+    def forget_source(self, persona: str) -> None:
+        """Drop every per-source fact of ``persona`` (cursor, pending turns, bad
+        rows, derived sets): the ledger they described is gone."""
+        P, B, M = self.PendingTurn, self.BadRow, self.Meta
+        with self.db.atomic():
+            P.delete().where(P.persona == persona).execute()
+            B.delete().where(B.persona == persona).execute()
+            M.delete().where(M.scope == persona).execute()
+
     # -- bad rows ------------------------------------------------------------------------
 
     def record_bad(self, persona: str, items: Iterable[tuple[str, str, str, str]]) -> int:

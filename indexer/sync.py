@@ -580,6 +580,25 @@ def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSu
 # -- entry point -------------------------------------------------------------------------------------
 
 
+def _forget_replaced_source(ix: Indexer, reader: LedgerReader, targets: Sequence[str]) -> None:
+    """Another ledger now sits at the configured path: a new source. Its ids
+    mean nothing to our cursors, and the old ledger's pending turns, bad rows
+    and derived sets describe rows that no longer exist. Personas it no longer
+    holds leave every store; the others are backfilled (unchanged documents
+    are skipped by hash, so that is cheap)."""
+    present = set(reader.personas())
+    for persona in set(targets) | set(ix.state.personas_indexed()):
+        if persona not in present:
+            gone = ix.state.paths(persona)
+            if gone:
+                for sink in ix.sinks:
+                    sink.delete(persona, gone)
+            with ix.state.atomic():
+                ix.state.forget_documents(persona, gone)
+            log.warning("ledger.persona_gone", persona=persona, documents_removed=len(gone))
+        ix.state.forget_source(persona)
+
+
 def select_personas(ix: Indexer, reader: LedgerReader) -> list[str]:
     configured = list(ix.config.ledger.personas)
     return configured or reader.personas()
@@ -607,8 +626,7 @@ def sync_once(
             # Another ledger file now sits at the configured path: its ids mean
             # nothing to our cursors. Start over from a backfill (hash skip keeps it cheap).
             log.warning("ledger.replaced", path=str(ix.config.ledger.path))
-            for persona in set(targets) | set(ix.state.personas_indexed()):
-                ix.state.clear_cursor(persona)
+            _forget_replaced_source(ix, reader, targets)
         if identity and identity != known_identity:
             ix.state.set_meta(LEDGER_IDENTITY_KEY, identity)
         for persona in targets:

@@ -103,3 +103,35 @@ def test_a_label_that_is_not_utf8_is_indexed_by_the_tail_as_by_a_backfill(writer
         assert fresh.sinks[0].paths("atlas") == tail_paths
     finally:
         fresh.close()
+
+
+def test_a_replaced_ledger_is_a_new_source(writer, make_indexer, ledger_path, tmp_path):
+    """Personas the new ledger does not hold leave every store; counters of the
+    old ledger (pending turns, bad rows) do not carry over."""
+    from indexer.context import build_sinks
+    from indexer.search import SearchRequest, Searcher
+    from tests.test_sync import replace_ledger
+
+    writer.turn("main", user="atlas remembers the canary plan", assistant="ok")
+    writer.turn("chef", persona="nova", user="nova keeps the vinaigrette recipe", assistant="ok")
+    writer.turn("chef", persona="nova", user="still going", assistant=None, status="streaming")
+    broken = writer.turn("odd", user="x", assistant="y")
+    writer.execute("UPDATE threads SET ancestry='[oops' WHERE turn_id=?", (broken,))
+    ix = make_indexer(index={"sinks": ["lancedb", "qmd"]}, sinks=None)
+    ix.sinks = build_sinks(ix.config)
+    sync_once(ix)
+    assert ix.state.paths("nova") and len(ix.state.pending("nova")) == 1 and ix.state.bad_count("atlas") == 1
+
+    replace_ledger(writer, ledger_path, turns=2, seed=11)  # atlas only
+    sync_once(ix)
+    assert ix.state.paths("nova") == set()
+    for sink in ix.sinks:
+        assert sink.paths("nova") == set(), sink.name
+        assert sink.paths("atlas") == expected_paths(ledger_path, "atlas")
+    assert ix.state.pending("nova") == [] and ix.state.bad_count("atlas") == 0
+    searcher = Searcher(ix.config, state=ix.state)
+    try:
+        hits = searcher.search(SearchRequest(query="vinaigrette recipe", persona="nova", mode="keyword")).results
+    finally:
+        searcher.close()
+    assert hits == []
