@@ -599,6 +599,26 @@ def _forget_replaced_source(ix: Indexer, reader: LedgerReader, targets: Sequence
         ix.state.forget_source(persona)
 
 
+CURSOR_ROW_KEY = "cursor_row_fingerprint_v1"
+
+
+def _remember_cursor_row(ix: Indexer, reader: LedgerReader, persona: str) -> None:
+    cursor = ix.state.get_cursor(persona)
+    if cursor is None:
+        return
+    value = {"cursor": cursor, "row": reader.history_row_fingerprint(cursor)}
+    if ix.state.get_json(CURSOR_ROW_KEY, persona) != value:  # a no-op pass writes nothing
+        ix.state.set_json(CURSOR_ROW_KEY, value, persona)
+
+
+def _history_rewritten(ix: Indexer, reader: LedgerReader, persona: str, cursor: int) -> bool:
+    """One primary-key lookup a pass: is the row at the cursor still the one we processed?"""
+    stored = ix.state.get_json(CURSOR_ROW_KEY, persona)
+    if not stored or stored.get("cursor") != cursor:
+        return False  # not recorded for this cursor (older index, or a kill before it was): nothing to compare
+    return reader.history_row_fingerprint(cursor) != stored.get("row")
+
+
 def select_personas(ix: Indexer, reader: LedgerReader) -> list[str]:
     configured = list(ix.config.ledger.personas)
     return configured or reader.personas()
@@ -642,6 +662,11 @@ def sync_once(
                 # The ledger was replaced or rewound below our cursor: start over.
                 log.warning("ledger.rewound", persona=persona, cursor=cursor, head=head)
                 mode = "backfill"
+            elif _history_rewritten(ix, reader, persona, cursor):
+                # Rows at or below the cursor were deleted and their ids reused
+                # (no AUTOINCREMENT): the tail would never read them.
+                log.warning("ledger.ids_reused", persona=persona, cursor=cursor, head=head)
+                mode = "backfill"
             else:
                 mode = "tail"
             ps = PersonaSummary(persona=persona, mode=mode, cursor_before=cursor, head=head)
@@ -663,6 +688,7 @@ def sync_once(
                 ps.cursor = ix.state.get_cursor(persona)
                 break
             ps.pending_turns = len(ix.state.pending(persona))
+            _remember_cursor_row(ix, reader, persona)
         if summary.documents_written or summary.total("documents_deleted"):
             for sink in ix.sinks:
                 sink.after_batch()

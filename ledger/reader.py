@@ -73,6 +73,15 @@ class LedgerReader:
             return None
         return hashlib.sha256(repr(tuple(row)).encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
+    def history_row_fingerprint(self, row_id: int) -> str | None:
+        """A digest of the history row ``row_id`` (None if there is none): if it
+        changes, rows at or below that id were deleted and the id reused."""
+        h = self.m.SessionHistory
+        row = (h.select(h.session_label, h.thread_id, h.changed_at).where(h.id == row_id).tuples().first())
+        if row is None:
+            return None
+        return hashlib.sha256(repr(tuple(row)).encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
     def history_after(
         self, cursor: int, *, upto: int, persona: str | None = None, limit: int = 2000
     ) -> list[HistoryRow]:

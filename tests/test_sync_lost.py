@@ -135,3 +135,27 @@ def test_a_replaced_ledger_is_a_new_source(writer, make_indexer, ledger_path, tm
     finally:
         searcher.close()
     assert hits == []
+
+
+def test_history_ids_reused_after_deletes_are_detected_and_reconciled(writer, make_indexer, ledger_path):
+    for i in range(3):
+        writer.turn(f"s{i}", user=f"question {i}", assistant="ok")
+    ix = make_indexer()
+    sync_once(ix)
+    cursor = ix.state.get_cursor("atlas")
+    # The runtime deletes the newest history rows and their ids are handed out
+    # again: a table without AUTOINCREMENT does that by itself (max(id) + 1);
+    # with AUTOINCREMENT, a reset sequence (as after a runtime's history
+    # compaction) does the same.
+    writer.execute("DELETE FROM session_history WHERE id >= ?", (cursor - 1,))
+    writer.execute("UPDATE sqlite_sequence SET seq=(SELECT max(id) FROM session_history) "
+                   "WHERE name='session_history'")
+    late = writer.turn("late", user="a turn whose history row reuses an old id", assistant="found anyway")
+    writer.turn("later", user="and another", assistant="ok")
+    reused = writer.conn.execute("SELECT min(id) FROM session_history WHERE session_label='late'").fetchone()[0]
+    assert reused <= cursor
+    summary = sync_once(ix)
+    assert summary.personas["atlas"].mode == "backfill"
+    assert f"sessions/late/turns/{late}.md" in ix.sinks[0].paths("atlas")
+    assert ix.sinks[0].paths("atlas") == expected_paths(ledger_path, "atlas")
+    assert sync_once(ix).personas["atlas"].mode == "tail"  # and back to the tail
