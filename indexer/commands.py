@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 from collections.abc import Sequence
 
+import peewee
 import structlog
 
 from exporters.base import SinkError
@@ -59,6 +61,11 @@ def run_sync(config: Config, *, force: bool = False, personas: Sequence[str] | N
             raise CliError(str(exc)) from None
         except SinkError as exc:
             raise CliError(f"{exc} — nothing was lost: cursor and hashes are unchanged; rerun sync") from None
+        except (OSError, sqlite3.Error, peewee.PeeweeException) as exc:
+            from indexer.errors import describe
+
+            raise CliError(f"sync failed: {describe(exc)} — the last committed batch is intact; fix the cause "
+                           "(disk space, permissions) and rerun sync") from None
         finally:
             ix.close()
     data = summary.as_dict()

@@ -175,7 +175,9 @@ class SyncWorker:
         stats = self.stats
         stats.errors += 1
         stats.consecutive_errors += 1
-        stats.last_error = f"{type(exc).__name__}: {exc}"
+        from indexer.errors import describe
+
+        stats.last_error = describe(exc)  # the root cause first: "database or disk is full", not the rollback error
         delay = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (stats.consecutive_errors - 1))
         delay *= random.uniform(0.5, 1.0)  # jitter: a fleet must not retry in step
         self._not_before = time.monotonic() + delay

@@ -159,3 +159,26 @@ def test_history_ids_reused_after_deletes_are_detected_and_reconciled(writer, ma
     assert f"sessions/late/turns/{late}.md" in ix.sinks[0].paths("atlas")
     assert ix.sinks[0].paths("atlas") == expected_paths(ledger_path, "atlas")
     assert sync_once(ix).personas["atlas"].mode == "tail"  # and back to the tail
+
+
+def test_a_full_disk_is_reported_by_its_root_cause(writer, make_indexer):
+    """SQLITE_FULL for real: the state DB may not grow by one page (max_page_count)."""
+    import pytest
+
+    from indexer.errors import describe
+
+    writer.turn("main", user="first", assistant="ok")
+    ix = make_indexer()
+    sync_once(ix)
+    for i in range(40):
+        writer.turn(f"s{i}", user="a longer question " * 50, assistant="a longer answer " * 50)
+    db = ix.state.db
+    pages = db.execute_sql("PRAGMA page_count").fetchone()[0]
+    db.execute_sql(f"PRAGMA max_page_count = {pages}")
+    with pytest.raises(Exception) as caught:
+        sync_once(ix)
+    message = describe(caught.value)
+    assert "no transaction is active" in str(caught.value) or "full" in str(caught.value)
+    assert message.startswith("OperationalError: database or disk is full"), message
+    db.execute_sql("PRAGMA max_page_count = 1073741823")
+    assert sync_once(ix).documents_written >= 40  # nothing lost: the next pass completes
