@@ -381,9 +381,18 @@ def _commit_state(ix: Indexer, persona: str, summary: PersonaSummary, built: _Bu
             persona, [(s.session, s.turn_id or "", s.reason.value, s.detail) for s in built.skips])
         if cursor is not None:
             ix.state.set_cursor(persona, cursor)
-    for skip in built.skips:
-        log.warning("document.skipped", persona=persona, session=skip.session, turn_id=skip.turn_id,
-                    reason=skip.reason.value, detail=skip.detail)
+    _log_skips(persona, built.skips)
+
+
+def _log_skips(persona: str, skips: Sequence[Skip]) -> None:
+    """One warning per (session, reason) and batch, with a count and examples:
+    a 20,000-id ancestry of dangling ids is one line, not 20,000."""
+    groups: dict[tuple[str, str], list[Skip]] = {}
+    for skip in skips:
+        groups.setdefault((skip.session, skip.reason.value), []).append(skip)
+    for (session, reason), items in groups.items():
+        log.warning("document.skipped", persona=persona, session=session, reason=reason, count=len(items),
+                    turn_ids=[s.turn_id for s in items[:3]], detail=items[0].detail)
 
 
 def _stale_paths(ix: Indexer, persona: str, built: _Built) -> set[str]:

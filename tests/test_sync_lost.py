@@ -182,3 +182,22 @@ def test_a_full_disk_is_reported_by_its_root_cause(writer, make_indexer):
     assert message.startswith("OperationalError: database or disk is full"), message
     db.execute_sql("PRAGMA max_page_count = 1073741823")
     assert sync_once(ix).documents_written >= 40  # nothing lost: the next pass completes
+
+
+def test_a_long_ancestry_of_dangling_ids_is_one_warning(writer, make_indexer):
+    import json
+
+    from structlog.testing import capture_logs
+
+    t = writer.turn("huge-ancestry", user="real", assistant="real")
+    ghosts = [f"GHOST{i:05d}" for i in range(20_000)]
+    writer.execute("UPDATE threads SET ancestry=? WHERE turn_id=?", (json.dumps(ghosts + [t]), t))
+    ix = make_indexer()
+    with capture_logs() as logs:
+        summary = sync_once(ix)
+    assert summary.personas["atlas"].documents_skipped_bad == 20_000
+    skipped = [e for e in logs if e["event"] == "document.skipped"]
+    assert len(skipped) == 1
+    assert skipped[0]["count"] == 20_000 and skipped[0]["turn_ids"] == ghosts[:3]
+    assert skipped[0]["reason"] == "missing_turn" and skipped[0]["session"] == "huge-ancestry"
+    assert len(logs) < 10
