@@ -232,6 +232,13 @@ class SearchResultModel(BaseModel):
     timestamp: str | None = Field(description="ISO-8601, when known.")
 
 
+class SearchWarningModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    code: str
+    message: str
+
+
 class SearchResponseModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -239,6 +246,9 @@ class SearchResponseModel(BaseModel):
     mode: Literal["hybrid", "vector", "keyword"]
     model: str
     took_ms: float = Field(ge=0.0, allow_inf_nan=False)
+    warnings: list[SearchWarningModel] = Field(default_factory=list, description=(
+        "Present parts of the answer that are missing: e.g. `fts_unavailable` when the full-text stage "
+        "failed and the results come from the vector stage only. Empty when the answer is complete."))
 
 
 class GetResponseModel(BaseModel):
@@ -689,6 +699,7 @@ def create_app(backend: ApiBackend, *, admin_token: str | None, max_request_byte
         out = _conform("/v1/memory_search", SearchResponseModel,
                        response.as_dict() if isinstance(response, SearchResponse) else response)
         metrics.observe_query(out.mode, elapsed)
+        metrics.observe_warnings(w.code for w in out.warnings)
         return _json(out)
 
     @app.get("/v1/memory_get", response_model=GetResponseModel, tags=["memory"],

@@ -63,6 +63,9 @@ class Metrics:
         self.http_requests = Counter("ledger_indexer_http_requests",
                                      "HTTP requests answered, by route template and status code.",
                                      ["route", "status"], registry=r)
+        self.search_warnings = Counter("ledger_indexer_search_warnings",
+                                       "memory_search answers that came with a warning (a stage failed), "
+                                       "by warning code.", ["code"], registry=r)
 
     # -- sync side (the daemon) -----------------------------------------------------------
 
@@ -94,6 +97,10 @@ class Metrics:
 
     def observe_query(self, mode: str, seconds: float) -> None:
         self.query_duration.labels(mode=mode).observe(max(0.0, float(seconds)))
+
+    def observe_warnings(self, codes) -> None:
+        for code in codes:
+            self.search_warnings.labels(code=code).inc()
 
     def observe_request(self, route: str, status: int) -> None:
         self.http_requests.labels(route=route, status=str(status)).inc()

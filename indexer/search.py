@@ -26,6 +26,8 @@ from typing import Literal
 
 import numpy as np
 import structlog
+
+from indexer.logs import RateLimitedLogger
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from indexer import ranking, time_hints
@@ -61,6 +63,10 @@ class SearchError(Exception):
         super().__init__(message)
         self.code = code
         self.http_status = http_status
+
+
+class FtsUnavailable(Exception):
+    """The full-text stage of a query failed (no index, a damaged one)."""
 
 
 class SearchRequest(BaseModel):
@@ -104,15 +110,25 @@ class SearchResult:
 
 
 @dataclass(frozen=True, slots=True)
+class SearchWarning:
+    """Part of the answer is missing (e.g. the full-text stage failed): the
+    results are still valid, but a client must not read them as complete."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class SearchResponse:
     results: list[SearchResult]
     mode: str
     model: str
     took_ms: float
+    warnings: tuple[SearchWarning, ...] = ()
 
     def as_dict(self) -> dict:
         return {"results": [asdict(r) for r in self.results], "mode": self.mode, "model": self.model,
-                "took_ms": round(self.took_ms, 2)}
+                "took_ms": round(self.took_ms, 2), "warnings": [asdict(w) for w in self.warnings]}
 
 
 # -- snippets (pure) ------------------------------------------------------------------------------
@@ -177,6 +193,10 @@ class Searcher:
         self.state = state or StateDB(config.state_db_path)
         self.reader = open_reader(config.lancedb_dir)
         self._embedder = embedder
+        # Full-text failures: counted (the daemon exports it as a metric) and
+        # logged at a limited rate, never swallowed.
+        self.fts_failures = 0
+        self._fts_errors = RateLimitedLogger(log, every_s=60, level="warning")
 
     @classmethod
     def open(cls, config: Config, **kwargs) -> "Searcher":
@@ -217,12 +237,15 @@ class Searcher:
         scope = self.scope_filter(request)
         table = self.reader.active_table(request.persona)
         results: list[SearchResult] = []
+        warnings: list[SearchWarning] = []
         if table is not None and not scope.allows_nothing():
-            results = self._query(table, request, scope)
+            results = self._query(table, request, scope, warnings)
         took = (time.perf_counter() - started) * 1000
-        return SearchResponse(results=results, mode=request.mode.value, model=self.model_name, took_ms=took)
+        return SearchResponse(results=results, mode=request.mode.value, model=self.model_name, took_ms=took,
+                              warnings=tuple(warnings))
 
-    def _query(self, table, request: SearchRequest, scope: ScopeFilter) -> list[SearchResult]:
+    def _query(self, table, request: SearchRequest, scope: ScopeFilter,
+               warnings: list[SearchWarning]) -> list[SearchResult]:
         where = scope.where(self._sql_str, self._sql_in)
         depth = max(CANDIDATES, request.max_results * 8)
         hints = time_hints.parse(request.query)
@@ -249,7 +272,11 @@ class Searcher:
             for w, limit in ((where, depth), (time_where, TIME_CANDIDATES)):
                 if w is None:
                     continue
-                hits, vectors = self._fts(table, request.query, w, limit, [*columns, *extra])
+                try:
+                    hits, vectors = self._fts(table, request.query, w, limit, [*columns, *extra])
+                except FtsUnavailable as exc:
+                    self._fts_failed(request, exc, warnings)
+                    break
                 if vectors is not None:  # exact vector scores, not 0 for ranking below the vector list's cut-off
                     sims = vectors @ (qv / (np.linalg.norm(qv) or 1.0))
                 for i, row in enumerate(hits):
@@ -289,6 +316,18 @@ class Searcher:
             ))
         return out
 
+    def _fts_failed(self, request: SearchRequest, exc: Exception, warnings: list[SearchWarning]) -> None:
+        """A full-text failure is never silent: keyword mode fails with a clear
+        error; hybrid answers from the vector stage and says so."""
+        self.fts_failures += 1
+        self._fts_errors.failure("fts", "search.fts_failed", persona=request.persona, error=str(exc)[:500])
+        if request.mode is Mode.KEYWORD:
+            raise SearchError("full-text search is unavailable for this persona's index "
+                              f"({str(exc)[:200]}); use mode \"vector\", or run `ledger-indexer reindex`",
+                              http_status=503) from None
+        warnings.append(SearchWarning("fts_unavailable", "full-text search failed; these results come from the "
+                                      "vector stage only (run `ledger-indexer reindex` if it persists)"))
+
     def _columns(self, table) -> list[str]:
         """The result columns; ``turn_seq`` only when the table has it (a schema-1 table
         is still served while its rebuild runs). A table name is one generation, whose
@@ -312,9 +351,8 @@ class Searcher:
         try:
             tbl = (table.search(MatchQuery(text, "text"), query_type="fts")
                    .where(where, prefilter=True).select([*columns, "_score"]).limit(limit).to_arrow())
-        except Exception as exc:  # e.g. no FTS index yet on a brand-new table
-            log.warning("search.fts_failed", error=str(exc))
-            return [], None
+        except Exception as exc:  # a missing or damaged FTS index: never answer as if nothing matched
+            raise FtsUnavailable(f"{type(exc).__name__}: {exc}") from exc
         vectors = None
         if "vector" in tbl.column_names:
             col = tbl.column("vector").combine_chunks()

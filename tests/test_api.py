@@ -198,7 +198,7 @@ def test_search_ok_shape(client, backend):
     r = client.post("/v1/memory_search", json=search_body(max_results=5))
     assert r.status_code == 200, r.text
     body = r.json()
-    assert set(body) == {"results", "mode", "model", "took_ms"}
+    assert set(body) == {"results", "mode", "model", "took_ms", "warnings"} and body["warnings"] == []
     assert body["mode"] == "hybrid" and body["model"] == "fake-model"
     assert body["results"], body
     first = body["results"][0]

@@ -54,7 +54,7 @@ def test_modes_find_the_decision(demo, mode):
 def test_result_shape_matches_the_contract(demo):
     _, _, searcher, _ = demo
     data = ask(searcher, "PgBouncer", max_results=3).as_dict()
-    assert set(data) == {"results", "mode", "model", "took_ms"}
+    assert set(data) == {"results", "mode", "model", "took_ms", "warnings"} and data["warnings"] == []
     r = data["results"][0]
     assert set(r) == {"path", "source", "persona", "session", "turn_id", "kind", "start_line", "end_line", "score",
                       "snippet", "timestamp"}
