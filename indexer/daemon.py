@@ -53,7 +53,11 @@ class ReindexJob:
     summary: dict | None = None
 
     def as_dict(self) -> dict:
-        return {"job_id": self.job_id, "state": self.state, "personas": self.personas, "progress": self.progress,
+        # ``progress`` is replaced, never mutated, by the worker (copy on write):
+        # a reader holds one consistent snapshot while the next one is built.
+        progress = self.progress
+        return {"job_id": self.job_id, "state": self.state, "personas": self.personas,
+                "progress": {p: dict(v) for p, v in progress.items()},
                 "error": self.error, "queued_at": self.queued_at, "finished_at": self.finished_at,
                 "summary": self.summary}
 
@@ -71,6 +75,9 @@ class SyncStats:
     last_summary: dict | None = None
     last_progress: float = field(default_factory=time.monotonic)
     running: bool = False
+    # chunks per persona, read by the worker after each pass: status must not
+    # ask the sink (its lock is held through writes, optimize and index builds)
+    chunks: dict[str, int | None] = field(default_factory=dict)
 
 
 # How long PUT /v1/admin/sessions/visibility waits for the worker to apply a
@@ -119,7 +126,7 @@ class SyncWorker:
         self.stats.last_progress = time.monotonic()
         job = self._job
         if job is not None and job.state == "running" and done >= 0:
-            job.progress[persona] = {"done": done, "total": total}
+            job.progress = {**job.progress, persona: {"done": done, "total": total}}
 
     def _loop(self) -> None:
         stop = self.d.stop_event
@@ -164,12 +171,20 @@ class SyncWorker:
         stats.syncs += 1
         stats.last_sync_at, stats.last_sync_seconds = time.time(), seconds
         stats.last_summary = summary.as_dict()
+        self._publish_chunks(summary.personas)
         stats.first_success = True
         if stats.consecutive_errors:
             self._errors.success("sync")
         stats.consecutive_errors, self._not_before = 0, 0.0
         self.d.metrics_sync(seconds, summary.documents_written, ok=True)  # after last_summary is set
         return summary.as_dict()
+
+    def _publish_chunks(self, personas) -> None:
+        """Chunk counts for status, read here on the worker's thread (which owns the sink)."""
+        chunks = dict(self.stats.chunks)
+        for persona in personas:
+            chunks[persona] = self.d._chunks(persona)
+        self.stats.chunks = chunks
 
     def _failed(self, exc: Exception, started: float) -> None:
         stats = self.stats
@@ -452,6 +467,9 @@ Press Ctrl-C to stop.
                             state=self.indexer.state)
 
     def status(self) -> dict:
+        """Never waits for the worker: the state DB is read on this thread's own
+        connection (SQLite WAL readers do not block on the writer) and sink
+        figures come from the snapshot the worker published after its last pass."""
         from indexer.commands import status_report
 
         report = status_report(self.config, self.indexer.state)
@@ -462,7 +480,7 @@ Press Ctrl-C to stop.
             entry["last_sync_seconds"] = stats.last_sync_seconds
             entry["last_pass"] = per_persona.get(persona)
             entry["model"] = self.config.embedding.model if "lancedb" in self.config.index.sinks else None
-            entry["chunks"] = self._chunks(persona)
+            entry["chunks"] = stats.chunks.get(persona)
             if self.metrics is not None and entry.get("lag") is not None:
                 self.metrics.set_lag(persona, entry["lag"])
         report["daemon"] = {"syncs": stats.syncs, "errors": stats.errors, "consecutive_errors": stats.consecutive_errors,
