@@ -476,6 +476,10 @@ class LanceSink:
         self._active_path = self.db_dir / ACTIVE_FILE
         self._pointer = _ActivePointer(self._active_path)
         self._pointer.get()  # fail early on a damaged pointer file
+        orphans = self._drop_orphans(0)
+        if orphans:
+            log.warning("lancedb: dropped %d table(s) of a build killed before its switch: %s",
+                        len(orphans), ", ".join(orphans))
 
     # ------------------------------------------------------------------ tables
 
@@ -810,7 +814,19 @@ class LanceSink:
             data = self._edit_active()
             data["retired"] = keep_retired
             self._save_active(data)
-        known = {e["table"] for e in self._active["personas"].values()} | {r["table"] for r in keep_retired} | self._building
+        return dropped + self._drop_orphans(grace_ms)
+
+    def _drop_orphans(self, grace_ms: float) -> list[str]:
+        """Drop tables no pointer names (a build killed before its switch).
+
+        Maintenance waits ``grace_ms`` after a table's last write; at open, with
+        the writer lock held by this process, no build can be in progress, and an
+        orphan was never live (no reader has it open), so it goes at once.
+        """
+        now = _now_ms()
+        dropped: list[str] = []
+        known = ({e["table"] for e in self._active["personas"].values()}
+                 | {r["table"] for r in self._active["retired"]} | self._building)
         try:
             names = self._table_names()
         except Exception as e:

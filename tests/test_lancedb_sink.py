@@ -496,3 +496,18 @@ def test_real_model_end_to_end(tmp_path: Path) -> None:
     )
     assert hits[0]["path"] == "t3.md" and {h["session"] for h in hits} == {"dev"}
     assert s.index_meta("atlas")["dim"] == 384
+
+
+def test_a_build_killed_before_its_switch_is_dropped_when_the_sink_opens(tmp_path: Path) -> None:
+    first = LanceSink(tmp_path / "db", FakeEmbedder())
+    first.upsert("atlas", [mkdoc("sessions/s1/turns/t1.md", "the live document")])
+    live = set(first._table_names())
+    build = first.rebuild("atlas")
+    build.upsert([mkdoc("sessions/s1/turns/t2.md", "written by a build that never switches")])
+    orphan = set(first._table_names()) - live
+    assert len(orphan) == 1  # a real new table generation on disk
+    # The process dies here: no commit, no abort. The next writer opens the sink.
+    again = LanceSink(tmp_path / "db", FakeEmbedder())
+    assert set(again._table_names()) == live
+    assert again.paths("atlas") == {"sessions/s1/turns/t1.md"}
+    assert not (tmp_path / "db" / f"{orphan.pop()}.lance").exists()
