@@ -1,10 +1,15 @@
-"""The HTTP API layer (indexer/api.py) over an in-memory fake backend.
+"""The HTTP API layer (indexer/api.py): its own logic over an in-memory fake backend.
 
-The fake implements :class:`indexer.api.ApiBackend` with the same error
-behaviour as the daemon (SearchError 422 for scope errors, DocumentNotFound,
-False for an unknown session). What is tested here is the API's own logic:
-validation, error shapes, status codes, the body limit, auth, metrics,
-logging. End-to-end tests with the real index live with the daemon.
+What a client sees from the real backend (real ledger, LanceDB, model) is in
+tests/test_api_real.py, and the schemathesis fuzz runs against the real
+backend (tests/test_api_fuzz.py). The fake stays here because these tests need
+failures the real backend cannot produce on demand: a backend crash
+(``fail_with``), an off-contract answer, a backend that is not ready, a
+reindex job held open, and exact knowledge of what reached the backend
+(``searches``) to prove validation stopped a request before it. It
+implements :class:`indexer.api.ApiBackend` with the daemon's error behaviour
+(SearchError 422 for scope errors, DocumentNotFound, False for an unknown
+session).
 """
 
 from __future__ import annotations

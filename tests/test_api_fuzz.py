@@ -3,9 +3,10 @@
 Schema-valid and schema-invalid requests (both generation modes, plus the
 coverage phase's boundary cases) go to every operation with the right admin
 token; admin operations are also sent with a wrong token and with none (401
-expected), and to an app with admin calls disabled (403). The backend is
-the healthy in-memory fake, so the rule is strict: no 5xx at all (a 503
-would mean the API blamed the backend for a client's input). The authorised
+expected), and to an app with admin calls disabled (403). The backend is the
+daemon's real one (demo ledger, real LanceDB, real model, its sync worker
+running reindex jobs the fuzz asks for), healthy, so the rule is strict: no
+5xx at all (a 503 would mean the API blamed the backend for a client's input). The authorised
 call also runs schemathesis' conformance checks: documented status codes,
 response bodies matching their schemas, invalid data rejected with 4xx.
 Bounded to finish well within a minute.
@@ -16,15 +17,14 @@ from __future__ import annotations
 import os
 
 import hypothesis
-import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 
 from indexer.api import create_app
+from tests.real_backend import LazyBackend
 from tests.test_api import TOKEN, FakeBackend
 
-BACKEND = FakeBackend()
-APP = create_app(BACKEND, admin_token=TOKEN, max_request_bytes=64_000)
+APP = create_app(LazyBackend(), admin_token=TOKEN, max_request_bytes=64_000)
 # Invalid data must be refused with a 4xx the API documents; 413 (body over the limit) is a fine refusal too.
 CONFIG = schemathesis.Config.from_dict({"checks": {"negative_data_rejection": {
     "expected-statuses": ["400", "401", "403", "404", "405", "413", "415", "422"]}}})
@@ -47,7 +47,6 @@ def _no_server_error(response, label: str, case) -> None:
 @settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True, database=None,
           suppress_health_check=list(HealthCheck), phases=[p for p in hypothesis.Phase if p.name != "explain"])
 def test_api_fuzz(case):
-    BACKEND.fail_with = None  # the fake never fails here
     response = case.call_and_validate(headers=GOOD)
     _no_server_error(response, "authorised", case)
     if case.path.startswith("/v1/admin/"):
@@ -68,14 +67,8 @@ def test_fuzz_covers_every_operation():
     }
 
 
-@pytest.fixture(autouse=True)
-def _healthy_backend():
-    BACKEND.fail_with = None
-    BACKEND.ready = True
-    yield
-
-
-# With no admin token configured, every admin call is refused with 403, whatever it carries.
+# With no admin token configured, every admin call is refused with 403, whatever it carries
+# (before any backend method is reached: the fake stands in, and is never called).
 DISABLED_APP = create_app(FakeBackend(), admin_token=None)
 disabled_admin = schemathesis.openapi.from_asgi("/openapi.json", DISABLED_APP).include(tag="admin")
 

@@ -1,0 +1,92 @@
+"""The HTTP API over the daemon's real backend (demo ledger, real LanceDB, real
+model): what a client sees end to end. tests/test_api.py keeps the API layer's
+own logic over a fake only where a failure is needed that the real backend
+cannot produce on demand (a crash, an off-contract answer, not ready)."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from indexer.api import create_app
+from tests.real_backend import real_daemon
+
+TOKEN = "real-backend-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture(scope="module")
+def client():
+    app = create_app(real_daemon(), admin_token=TOKEN)
+    with TestClient(app) as c:
+        yield c
+
+
+def test_search_returns_the_decision_with_the_contract_shape(client):
+    r = client.post("/v1/memory_search", json={"query": "what did we decide about JWT expiry", "persona": "atlas"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert set(body) == {"results", "mode", "model", "took_ms", "warnings"} and body["warnings"] == []
+    assert body["results"] and body["mode"] == "hybrid"
+    top = body["results"][0]
+    assert set(top) == {"path", "source", "persona", "session", "turn_id", "kind", "start_line", "end_line",
+                        "score", "snippet", "timestamp"}
+    assert any("15" in h["snippet"] for h in body["results"][:3])
+    assert all(h["persona"] == "atlas" and 0 <= h["score"] <= 1 for h in body["results"])
+
+
+def test_get_returns_the_stored_lines(client):
+    hit = client.post("/v1/memory_search", json={"query": "PgBouncer", "persona": "atlas"}).json()["results"][0]
+    r = client.get("/v1/memory_get", params={"persona": "atlas", "path": hit["path"], "from": hit["start_line"],
+                                             "lines": hit["end_line"] - hit["start_line"] + 1})
+    assert r.status_code == 200, r.text
+    assert "PgBouncer" in r.json()["text"]
+    missing = client.get("/v1/memory_get", params={"persona": "nova", "path": hit["path"]})
+    assert missing.status_code == 404
+
+
+def test_a_private_session_is_hidden_from_others_until_shared_again(client):
+    label = "dm:+1 555/123"
+    others = {"query": "Kafka retention", "persona": "atlas", "session": "main", "max_results": 20}
+    own = {**others, "session": label}
+    assert any(h["session"] == label for h in client.post("/v1/memory_search", json=others).json()["results"])
+    r = client.put("/v1/admin/sessions/visibility", json={"label": label, "visibility": "private"}, headers=AUTH)
+    assert r.status_code == 200, r.text
+    try:
+        hidden = client.post("/v1/memory_search", json=others).json()["results"]
+        assert hidden and all(h["session"] != label for h in hidden)
+        assert any(h["session"] == label for h in client.post("/v1/memory_search", json=own).json()["results"])
+    finally:
+        client.put("/v1/admin/sessions/visibility", json={"label": label, "visibility": "shared"}, headers=AUTH)
+    unknown = client.put("/v1/admin/sessions/visibility", json={"label": "nope", "visibility": "private"},
+                         headers=AUTH)
+    assert unknown.status_code == 404
+
+
+def test_projects_widen_the_project_scope_at_once(client):
+    body = {"query": "auth service tokens", "persona": "atlas", "session": "main", "scope": "project",
+            "max_results": 20}
+    alone = client.post("/v1/memory_search", json=body).json()["results"]
+    assert alone and {h["session"] for h in alone if h["source"] == "sessions"} <= {"main"}
+    r = client.post("/v1/admin/projects/auth/sessions", json={"labels": ["main", "worker/auth #2"]}, headers=AUTH)
+    assert r.status_code == 200, r.text
+    try:
+        wider = client.post("/v1/memory_search", json=body).json()["results"]
+        assert "worker/auth #2" in {h["session"] for h in wider}
+    finally:
+        client.post("/v1/admin/projects/auth/sessions/remove", json={"labels": ["main", "worker/auth #2"]},
+                    headers=AUTH)
+
+
+def test_status_and_readiness(client):
+    status = client.get("/v1/status")
+    assert status.status_code == 200
+    atlas = status.json()["personas"]["atlas"]
+    assert atlas["documents"] > 0 and atlas["lag"] == 0 and atlas["chunks"] > 0
+    assert "bad_turns" in atlas and "truncated_documents" in atlas
+    assert client.get("/readyz").status_code == 200
+
+
+def test_reindex_of_an_unknown_persona_is_404(client):
+    r = client.post("/v1/admin/reindex", json={"personas": ["nobody"]}, headers=AUTH)
+    assert r.status_code == 404 and "nobody" in r.json()["error"]
