@@ -115,7 +115,7 @@ def test_qmd_result_parsing():
 def test_helpers():
     assert percentile([1, 2, 3, 4], 50) == 2.5 and percentile([5], 95) == 5.0
     assert md_table(["a", "b"], [[1, 2]]).splitlines()[1] == "| :--- | ---: |"
-    assert [b.name for b in BENCHES] == ["redaction", "locomo", "latency", "daemon"]
+    assert [b.name for b in BENCHES] == ["redaction", "locomo", "latency", "daemon", "kill_campaign"]
     assert "git commit" in header({"locomo": {"status": "ok", "seconds": 1.0}}, quick=True)
 
 
@@ -217,13 +217,18 @@ def test_summary_reads_the_result_files_and_flags_misses(tmp_path, monkeypatch):
 
     monkeypatch.setattr(S, "OUT", tmp_path)
     (tmp_path / "redaction.json").write_text(json.dumps({
-        "secrets": 168, "missed": 3, "recall": 165 / 168, "chat": 117, "chat_changed": 0, "sync_share": 0.001}))
+        "secrets": 168, "missed": 3, "recall": 165 / 168, "chat": 117, "chat_changed": 0, "sync_share": 0.001,
+        "mb_s_per_message": 14.0}))
+    (tmp_path / "kill_campaign.json").write_text(json.dumps({
+        "n_kills": 20, "lost": 0, "duplicated_chunks": 0, "stale": 0, "expected": 1700}))
     (tmp_path / "locomo.json").write_text(json.dumps({
         "aggs": {"hybrid": {"overall": {"5": 50.0, "10": 69.9, "25": 77.0}},
                  "keyword": {"overall": {"5": 50.0, "10": 60.0, "25": 70.0}}},
         "n_questions": 1535, "limited": "", "grid": {"cv_r10": 69.0}}))
     (tmp_path / "latency.json").write_text(json.dumps({"sync": {"old": "shape"}}))
     text = S.summary()
-    assert "165/168 = 98.2 %" in text and "| 0/117 | 0 | yes |" in text
+    assert "165/168 = 98.2 % | ≥ 99 % | **no** |" in text and "| 0/117 | 0 | yes |" in text
+    assert "| 14 MB/s | ≥ 10 MB/s | yes |" in text
+    assert "0 lost, 0 duplicated, 0 stale of 1700 documents | ≥ 20 kills, 0 lost, 0 duplicated | yes |" in text
     assert "69.9" in text and "cross-validated 69.0" in text and "| ≥ 70 | **no** |" in text
     assert "latency | result file not understood" in text and "| daemon | not run |" in text
