@@ -303,6 +303,39 @@ TOKEN_RULES: tuple[TokenRule, ...] = (
 )
 
 
+
+def _vendor_token_rules() -> tuple[TokenRule, ...]:
+    """TokenRules for the table in ``vendor_formats``: prefix, body, optional tail.
+
+    Every body must look generated (entropy floor, and digits or mixed case
+    where its alphabet allows), so an identifier that happens to start with a
+    prefix never matches. URL-shaped prefixes may follow any character.
+    """
+    from .vendor_formats import HEX, VENDOR_FORMATS
+
+    out = []
+    for f in VENDOR_FORMATS:
+        pattern = re.escape(f.prefix) + f"[{f.body}]{{{f.min_len},{f.max_len}}}" + f.suffix + E_
+        hexy = f.body in (HEX, r"a-f0-9\-")
+        out.append(TokenRule(
+            f.id, pattern, keep=f.keep, entropy=3.0 if f.min_len >= 16 else 2.5,
+            left="" if "/" in f.prefix else ALNUM + ".",
+            check=_has_digit if hexy or f.body.startswith("0-9") else _vendor_body_check(len(f.prefix)),
+        ))
+    return tuple(out)
+
+
+def _vendor_body_check(prefix_len: int):
+    def check(secret: str) -> bool:
+        body = secret[prefix_len:]
+        return _has_digit(body) and _mixed(body) and (prefix_len >= 4 or shannon(body) >= 3.5)
+
+    check.__qualname__ = f"_vendor_body_check.<{prefix_len}>"  # stable in the fingerprint
+    return check
+
+
+TOKEN_RULES = TOKEN_RULES + _vendor_token_rules()
+
 DETECTORS: tuple[Detector, ...] = (
     # Detectors whose first scan is a literal-led regex need no gate: the
     # scan is as cheap as a substring test would be.
