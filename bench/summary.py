@@ -26,15 +26,10 @@ def redaction_rows(d: dict) -> list[Row]:
     rows: list[Row] = []
     f = d.get("formats")
     if f:
-        h, a = f["heldout"], f["all"]
-        rows += [
-            (f"redaction recall, own corpus, held out ({h['cases']} cases)",
-             f"{h['cases'] - h['missed']}/{h['cases']} = {100 * h['recall']:.1f} %", "≥ 99 %",
-             _yes(h["recall"] >= 0.99)),
-            (f"redaction recall, own corpus, all ({f['formats']} formats, every occurrence)",
-             f"{a['cases'] - a['missed']}/{a['cases']} = {100 * a['recall']:.1f} %", "≥ 99 %",
-             _yes(a["recall"] >= 0.99)),
-        ]
+        a = f["all"]
+        rows.append((f"redaction recall, own corpus ({f['formats']} formats x 8 contexts, every occurrence)",
+                     f"{a['cases'] - a['missed']}/{a['cases']} = {100 * a['recall']:.1f} %", "≥ 99 %",
+                     _yes(a["recall"] >= 0.99)))
     rows += [
         ("redaction recall, secrets_dev", f"{d['secrets'] - d['missed']}/{d['secrets']} = {100 * d['recall']:.1f} %",
          "≥ 99 %", _yes(d["recall"] >= 0.99)),
