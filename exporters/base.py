@@ -19,7 +19,7 @@ Contract (checked by ``tests/test_exporter_contract.py`` against every backend):
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from indexer.types import Document
 
@@ -39,25 +39,61 @@ class Rebuild(Protocol):
 
 @runtime_checkable
 class Exporter(Protocol):
+    """A sink. Every method the indexer calls is declared here (no optional
+    methods found by ``getattr``); each says what it raises. ``SinkError``
+    carries what happened and what to do; the caller then leaves its cursor
+    and hashes unchanged, so the next sync replays the batch."""
+
     name: str
     enforces_scopes: bool
     """True when the sink's readers go through this project's scope checks
     (LanceDB: every query is scoped). False for an export others read
     directly (QMD): such a sink must never hold a private or deleted
     session's documents, and sync keeps them out of it."""
+    fingerprint: str
+    """What the sink's stored form depends on (model, chunking, schema...):
+    part of the index metadata, so a change rebuilds the index."""
 
-    def upsert(self, persona: str, docs: Sequence[Document]) -> None: ...
-
-    def delete(self, persona: str, paths: Iterable[str]) -> None: ...
-
-    def paths(self, persona: str) -> set[str]: ...
-
-    def read(self, persona: str, path: str) -> str | None: ...
-
-    def rebuild(self, persona: str) -> Rebuild: ...
-
-    def after_batch(self) -> None:
-        """Called once after a sync pass wrote something (e.g. run `qmd update`)."""
+    def upsert(self, persona: str, docs: Sequence[Document]) -> None:
+        """Write ``docs`` (replace by path). Raises SinkError (disk, database)."""
         ...
 
-    def close(self) -> None: ...
+    def delete(self, persona: str, paths: Iterable[str]) -> None:
+        """Remove those documents; unknown paths are ignored. Raises SinkError."""
+        ...
+
+    def paths(self, persona: str) -> set[str]:
+        """The documents held for ``persona`` (empty when none). Raises SinkError."""
+        ...
+
+    def read(self, persona: str, path: str) -> str | None:
+        """The stored text of one document, or None when there is none. Raises SinkError."""
+        ...
+
+    def rebuild(self, persona: str) -> Rebuild:
+        """A staged replacement of the persona's set. Raises SinkError."""
+        ...
+
+    def needs_rebuild(self, persona: str) -> str | None:
+        """Why the persona's stored form must be rebuilt (an older layout), or
+        None. Never raises: an unreadable store is reported by the next write."""
+        ...
+
+    def maintain(self, *, force: bool = False) -> dict[str, Any]:
+        """Scheduled housekeeping (compaction, leftovers); returns what was done.
+        Raises SinkError; the data is intact and the next run retries."""
+        ...
+
+    def stats(self, persona: str) -> dict[str, Any]:
+        """Figures for status: at least ``documents`` and ``chunks`` (None when
+        the sink has no chunks). Raises SinkError."""
+        ...
+
+    def after_batch(self) -> None:
+        """Called once after a sync pass wrote something (e.g. run `qmd update`).
+        Never raises: a failure is logged and the export stays as written."""
+        ...
+
+    def close(self) -> None:
+        """Release files and handles. Never raises."""
+        ...

@@ -289,6 +289,9 @@ class _ActivePointer:
             return (st.st_ino, st.st_mtime_ns, st.st_size)
         except FileNotFoundError:
             return None
+        except OSError as e:  # the index folder itself is gone or replaced
+            raise SinkError(f"lancedb: cannot read the table pointer {self.path}: {e}. Check that the index "
+                            "folder exists and is a readable directory; nothing was written") from e
 
     def written(self, data: dict[str, Any]) -> None:
         """Record our own write, so the next :meth:`get` does not re-parse it."""
@@ -856,7 +859,10 @@ class LanceSink:
             log.warning("lancedb: cannot drop table %s: %s", name, e)
             return False
 
-    def stats(self, persona: str) -> SinkStats:
+    def stats(self, persona: str) -> dict[str, Any]:
+        return self.table_stats(persona).as_dict()
+
+    def table_stats(self, persona: str) -> SinkStats:
         with self._lock:
             entry = self._active["personas"].get(persona)
             tbl = self._live(persona, create=False)

@@ -87,6 +87,8 @@ class QmdExporter:
     name = "qmd"
     # QMD has no scopes: whoever runs `qmd search` over the export sees all of it.
     enforces_scopes = False
+    # Files are the document text as is: nothing else decides their form.
+    fingerprint = "qmd"
 
     def __init__(
         self,
@@ -247,6 +249,16 @@ class QmdExporter:
 
     def rebuild(self, persona: str) -> QmdRebuild:
         return QmdRebuild(self, persona)
+
+    def needs_rebuild(self, persona: str) -> str | None:
+        return None  # the export has one layout: the document text
+
+    def maintain(self, *, force: bool = False) -> dict[str, Any]:
+        """Temp files of killed writes (also swept at open)."""
+        return {"tmp_removed": self._sweep_tmp_files()}
+
+    def stats(self, persona: str) -> dict[str, Any]:
+        return {"documents": len(self.paths(persona)), "chunks": None}
 
     def after_batch(self) -> None:
         self.run_update()

@@ -88,7 +88,7 @@ def build_sinks(config: Config, *, embedder=None) -> list[Exporter]:
 
 
 def sink_fingerprint(sink: Exporter) -> str:
-    return str(getattr(sink, "fingerprint", sink.name))
+    return str(sink.fingerprint)
 
 
 class Indexer:

@@ -216,11 +216,8 @@ class SyncWorker:
 
     def _maintain(self) -> None:
         for sink in self.d.indexer.sinks:
-            maintain = getattr(sink, "maintain", None)
-            if maintain is None:
-                continue
             try:
-                result = maintain()
+                result = sink.maintain()
                 log.info("maintenance.done", sink=sink.name, result=result)
             except Exception as exc:
                 log.warning("maintenance.failed", sink=sink.name, error=str(exc))
@@ -490,12 +487,12 @@ Press Ctrl-C to stop.
 
     def _chunks(self, persona: str) -> int | None:
         for sink in self.indexer.sinks:
-            stats = getattr(sink, "stats", None)
-            if stats is not None:
-                try:
-                    return stats(persona).as_dict().get("chunks")
-                except Exception:
-                    return None
+            try:
+                chunks = sink.stats(persona).get("chunks")
+            except Exception:  # status must answer; the next pass publishes again
+                continue
+            if chunks is not None:
+                return chunks
         return None
 
     def is_ready(self) -> bool:

@@ -662,7 +662,7 @@ def sync_once(
             head = reader.head_id()
             cursor = ix.state.get_cursor(persona)
             stored_meta = ix.state.get_json(INDEX_META_KEY, persona)
-            sink_wants_rebuild = any(getattr(sink, "needs_rebuild", lambda _p: None)(persona) for sink in ix.sinks)
+            sink_wants_rebuild = any(sink.needs_rebuild(persona) for sink in ix.sinks)
             if force or sink_wants_rebuild or (cursor is not None and stored_meta != ix.index_meta):
                 mode = "rebuild"
             elif cursor is None:

@@ -110,3 +110,41 @@ def test_rebuild_commit_replaces_the_set_and_abort_keeps_it(sink):
 def test_after_batch_and_close_do_not_raise(sink):
     sink.upsert("atlas", [doc("main", "T1", "User: x")])
     sink.after_batch()
+
+
+# -- the optional-looking methods are part of the contract -------------------------------------
+
+
+def test_every_method_the_indexer_calls_is_declared_and_answers(sink):
+    sink.upsert("atlas", [doc("main", "T1", "User: hi"), doc("main", "T2", "User: there")])
+    assert isinstance(sink.fingerprint, str) and sink.fingerprint
+    assert isinstance(sink.enforces_scopes, bool)
+    assert sink.needs_rebuild("atlas") is None
+    stats = sink.stats("atlas")
+    assert stats["documents"] == 2 and ("chunks" in stats)
+    assert isinstance(sink.maintain(force=True), dict)
+    assert sink.paths("atlas") == {doc("main", "T1", "").path, doc("main", "T2", "").path}  # maintenance kept all
+
+
+# -- error cases: each method raises what base.py says, and a failure loses nothing ---------------
+
+
+def test_unknown_paths_and_personas_are_not_errors(sink):
+    assert sink.paths("nobody") == set()
+    assert sink.read("nobody", "sessions/x/turns/none.md") is None
+    sink.delete("nobody", ["sessions/x/turns/none.md"])  # nothing to delete: no error
+    assert sink.stats("nobody")["documents"] == 0
+
+
+def test_a_store_that_vanished_raises_sink_error_never_a_traceback_of_another_kind(sink, tmp_path):
+    import shutil
+
+    from exporters.base import SinkError
+
+    sink.upsert("atlas", [doc("main", "T1", "User: hi")])
+    root = tmp_path / ("qmd" if sink.name == "qmd" else "lancedb")
+    shutil.rmtree(root)
+    root.write_text("a file where the store's folder was")  # not even a directory any more
+    with pytest.raises(SinkError) as caught:
+        sink.upsert("atlas", [doc("main", "T2", "User: after")])
+    assert str(caught.value)

@@ -269,7 +269,7 @@ def test_rebuild_commit_switches_atomically(sink: LanceSink) -> None:
     assert reader_paths(reader.active_table("atlas")) == {"new1.md", "new2.md"}
     meta = reader.meta("atlas")
     assert meta["generation"] == 2 and meta["table"] == table_name("atlas", 2)
-    assert sink.stats("atlas").unindexed_rows == 0  # commit folded the rows into the indexes
+    assert sink.table_stats("atlas").unindexed_rows == 0  # commit folded the rows into the indexes
     # The old table is retired, then dropped (grace 0 here).
     active = json.loads((sink.db_dir / ACTIVE_FILE).read_text())
     assert old_name not in {e["table"] for e in active["personas"].values()}
@@ -344,17 +344,18 @@ def test_auto_optimize_and_maintain(tmp_path: Path) -> None:
     for i in range(12):
         s.upsert("atlas", [mkdoc(f"d{i}.md", f"User: doc {i}")])
     assert s.optimizations >= 2
-    st = s.stats("atlas")
+    st = s.table_stats("atlas")
     assert st.documents == 12 and st.chunks == 12 and st.fragments <= 5
     done = s.maintain()
     assert done["optimized"] == [st.table]
-    st = s.stats("atlas")
+    st = s.table_stats("atlas")
     assert st.unindexed_rows == 0 and st.fragments <= 2 and st.version is not None
     assert st.as_dict()["persona"] == "atlas"
     assert s.maintain()["optimized"] == []  # nothing changed since: nothing to do
     assert s.maintain(force=True)["optimized"] == [st.table]
-    empty = s.stats("nobody")
+    empty = s.table_stats("nobody")
     assert empty.chunks == 0 and empty.table is None
+    assert s.stats("nobody")["chunks"] == 0
 
 
 def test_stale_tmp_files_are_swept_at_open(tmp_path: Path) -> None:
