@@ -34,7 +34,7 @@ e.g. the redaction version changed).
 from __future__ import annotations
 
 import argparse
-import contextlib
+import dataclasses
 import itertools
 import datetime as dt
 import json
@@ -48,6 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from indexer.ranking import Fusion, RankingSettings
 from bench.common import (LOCOMO_PATH, OUT, Timer, file_lock, fmt_s, log, md_table, median, percentile,
                           sha256_file, sha256_json, wait_for_redaction, write_outputs)
 
@@ -63,7 +64,7 @@ TOP_K = 25
 DRAGON = {5: 56.7, 10: 66.2, 25: 76.7}
 TARGET_R10 = 70.0
 MODES = ("keyword", "vector", "hybrid", "hybrid-rrf")
-#: The ranking constants (indexer.ranking) the ablations and the grid set in-process.
+#: The ranking knobs (fields of indexer.ranking.RankingSettings, upper-cased) the ablations and the grid vary.
 KNOBS = ("VECTOR_WEIGHT", "BM25_K", "NEIGHBOUR_WEIGHT", "SESSION_WEIGHT", "SESSION_TOP", "TIME_WEIGHT")
 ABLATIONS = {
     "without dates (TIME_WEIGHT 0)": {"TIME_WEIGHT": 0.0},
@@ -426,30 +427,27 @@ def run_searcher(searcher, qs: Sequence[Question], mode: str, name: str) -> RunR
     return res
 
 
-@contextlib.contextmanager
-def knobs(**values: float):
-    """Set ranking constants of :mod:`indexer.ranking` in-process (they are read at call time)."""
-    import indexer.ranking as R
+def settings_with(values: dict[str, float]):
+    """The shipped ranking settings with some knobs changed (names as in KNOBS)."""
+    from indexer.ranking import SHIPPED
 
-    saved = {k: getattr(R, k) for k in values}
-    try:
-        for k, v in values.items():
-            setattr(R, k, v)
-        yield
-    finally:
-        for k, v in saved.items():
-            setattr(R, k, v)
+    return dataclasses.replace(SHIPPED, **{k.lower(): v for k, v in values.items()})
 
 
 def shipped_knobs() -> dict[str, float]:
-    import indexer.ranking as R
+    from indexer.ranking import SHIPPED
 
-    return {k: getattr(R, k) for k in KNOBS}
+    return {k: getattr(SHIPPED, k.lower()) for k in KNOBS}
 
 
 def run_with(searcher, qs: Sequence[Question], name: str, values: dict[str, float]) -> RunResult:
-    with knobs(**values):
+    """A hybrid run with these knobs: the searcher gets its own immutable settings for the run."""
+    shipped = searcher.ranking
+    searcher.ranking = settings_with(values)
+    try:
         return run_searcher(searcher, qs, "hybrid", name)
+    finally:
+        searcher.ranking = shipped
 
 
 def ablations(searcher, qs: Sequence[Question]) -> list[dict]:
@@ -772,8 +770,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     shipped = shipped_knobs()
     emb = QueryMemo(built.embedder)
     runs: dict[str, RunResult] = {}
-    linear = Searcher(built.config, embedder=emb, fusion="linear")
-    rrf = Searcher(built.config, embedder=emb, fusion="rrf")
+    linear = Searcher(built.config, embedder=emb)
+    rrf = Searcher(built.config, embedder=emb, ranking_settings=RankingSettings(fusion=Fusion.RRF))
     try:
         for mode in MODES:
             searcher = rrf if mode == "hybrid-rrf" else linear

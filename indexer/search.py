@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from indexer import ranking, time_hints
 from indexer.config import Config
-from indexer.ranking import Candidate, Fusion, keyword_score, vector_score
+from indexer.ranking import SHIPPED, Candidate, RankingSettings, keyword_score, vector_score
 from indexer.scopes import Scope, ScopeError, ScopeFilter, resolve
 from indexer.state import StateDB
 
@@ -179,14 +179,16 @@ def _iso(ms) -> str | None:
 class Searcher:
     """Holds the LanceDB reader, the state DB and the query embedder; thread-safe for queries."""
 
-    def __init__(self, config: Config, *, embedder=None, state: StateDB | None = None, fusion: str = "linear"):
+    def __init__(self, config: Config, *, embedder=None, state: StateDB | None = None,
+                 ranking_settings: RankingSettings = SHIPPED):
         from exporters.lancedb import RESULT_COLUMNS, open_reader, sql_in, sql_str
 
         if "lancedb" not in config.index.sinks:
             raise SearchError("memory_search needs the lancedb sink: add \"lancedb\" to [index] sinks, then sync",
                               code=1)
         self.config = config
-        self.fusion = fusion
+        # Immutable; the benchmark passes its own per grid point.
+        self.ranking = ranking_settings
         self._result_columns = RESULT_COLUMNS
         self._has_seq: dict[str, bool] = {}
         self._sql_str, self._sql_in = sql_str, sql_in
@@ -280,7 +282,7 @@ class Searcher:
                 if vectors is not None:  # exact vector scores, not 0 for ranking below the vector list's cut-off
                     sims = vectors @ (qv / (np.linalg.norm(qv) or 1.0))
                 for i, row in enumerate(hits):
-                    kw[row["id"]] = keyword_score(row["_score"])
+                    kw[row["id"]] = keyword_score(row["_score"], self.ranking)
                     if vectors is not None and row["id"] not in vec:
                         vec[row["id"]] = max(0.0, min(1.0, float(sims[i])))
                     rows.setdefault(row["id"], row)
@@ -294,7 +296,7 @@ class Searcher:
             cands.append(Candidate(key=key, group=row["path"] if memory else row["session"],
                                    seq=None if seq is None else int(seq), vector=vec.get(key), keyword=kw.get(key),
                                    timestamp_ms=row.get("timestamp_ms")))
-        scores = ranking.rank(cands, request.mode.value, hints, Fusion(self.fusion))
+        scores = ranking.rank(cands, request.mode.value, hints, self.ranking)
         terms = query_terms(request.query)
         best: dict[str, tuple[float, dict]] = {}
         for key, score in scores.items():

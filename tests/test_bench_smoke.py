@@ -232,3 +232,20 @@ def test_summary_reads_the_result_files_and_flags_misses(tmp_path, monkeypatch):
     assert "0 lost, 0 duplicated, 0 stale of 1700 documents | ≥ 20 kills, 0 lost, 0 duplicated | yes |" in text
     assert "69.9" in text and "cross-validated 69.0" in text and "| ≥ 70 | **no** |" in text
     assert "latency | result file not understood" in text and "| daemon | not run |" in text
+
+
+def test_the_locomo_grid_passes_settings_instead_of_patching_globals(monkeypatch):
+    from indexer import ranking
+
+    class FakeSearcher:
+        pass
+
+    seen = []
+    monkeypatch.setattr(L, "run_searcher", lambda s, qs, mode, name: seen.append((mode, s.ranking)) or "run")
+    searcher = FakeSearcher()
+    searcher.ranking = ranking.SHIPPED
+    assert L.run_with(searcher, [], "grid", {"SESSION_WEIGHT": 0.0, "BM25_K": 4.0}) == "run"
+    mode, used = seen[0]
+    assert mode == "hybrid" and (used.session_weight, used.bm25_k) == (0.0, 4.0)
+    assert searcher.ranking is ranking.SHIPPED and ranking.SHIPPED.session_weight == 1.0  # nothing leaked
+    assert L.shipped_knobs()["SESSION_WEIGHT"] == ranking.SHIPPED.session_weight

@@ -13,17 +13,17 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def test_readme_states_the_shipped_ranking_constants():
-    r = ranking
+    r = ranking.SHIPPED
     expected = [
-        f"s/(s+{r.BM25_K:g})",
-        f"{r.NEIGHBOUR_WEIGHT:g}·best",
-        f"{r.SESSION_WEIGHT:.1f}·mean of the session's {r.SESSION_TOP} best turns) / "
-        f"{1 + r.NEIGHBOUR_WEIGHT + r.SESSION_WEIGHT:g}",
-        f"{1 - r.TIME_WEIGHT:g}·score + {r.TIME_WEIGHT:g}·match",
+        f"s/(s+{r.bm25_k:g})",
+        f"{r.neighbour_weight:g}·best",
+        f"{r.session_weight:.1f}·mean of the session's {r.session_top} best turns) / "
+        f"{1 + r.neighbour_weight + r.session_weight:g}",
+        f"{1 - r.time_weight:g}·score + {r.time_weight:g}·match",
         f"over {time_hints.MARGIN_DAYS:g} days",
     ]
     flat = " ".join(README.split())
-    assert f"`{r.VECTOR_WEIGHT:g}·vector + {1 - r.VECTOR_WEIGHT:g}·keyword`" in flat
+    assert f"`{r.vector_weight:g}·vector + {1 - r.vector_weight:g}·keyword`" in flat
     for text in expected:
         assert " ".join(text.split()) in flat, text
 

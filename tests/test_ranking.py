@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from indexer import ranking
-from indexer.ranking import Candidate, Fusion, keyword_score, rank, with_context, with_time
+from indexer.ranking import SHIPPED, Candidate, Fusion, RankingSettings, keyword_score, rank, with_context, with_time
 from indexer.time_hints import DAY_MS, TimeHints, Window
 
 NO_DATES = TimeHints()
@@ -21,11 +21,17 @@ def order(scores):
     return sorted(scores, key=lambda k: -scores[k])
 
 
-def test_keyword_score_saturates_with_the_live_constant(monkeypatch):
+def test_keyword_score_saturates_at_the_settings_constant():
     assert keyword_score(0) == 0.0 and keyword_score(-3) == 0.0
-    assert keyword_score(ranking.BM25_K) == pytest.approx(0.5)
-    monkeypatch.setattr(ranking, "BM25_K", 2.0)
-    assert keyword_score(2.0) == pytest.approx(0.5)
+    assert keyword_score(SHIPPED.bm25_k) == pytest.approx(0.5)
+    assert keyword_score(2.0, RankingSettings(bm25_k=2.0)) == pytest.approx(0.5)
+
+
+def test_settings_are_immutable():
+    import dataclasses
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        SHIPPED.vector_weight = 0.9
 
 
 def test_single_signal_modes_are_the_raw_scores():
@@ -81,7 +87,7 @@ def test_dates_in_the_query_favour_documents_from_then():
 
 def test_rrf_fusion_ignores_context():
     cs = [cand("a", vector=0.9, keyword=0.9), cand("b", vector=0.1)]
-    scores = rank(cs, "hybrid", NO_DATES, Fusion.RRF)
+    scores = rank(cs, "hybrid", NO_DATES, RankingSettings(fusion=Fusion.RRF))
     assert scores["a"] == pytest.approx(1.0) and scores["b"] < scores["a"]
 
 
