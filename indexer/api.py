@@ -903,6 +903,10 @@ class ApiServer:
             self._error = exc
             log.error("api.server_failed", error_type=type(exc).__name__, error=str(exc)[:500])
 
+    def request_stop(self) -> None:
+        """Begin shutting down without waiting (the daemon stops its worker meanwhile)."""
+        self._server.should_exit = True
+
     def stop(self, timeout: float = 10.0) -> None:
         """Stop accepting, let in-flight requests finish (up to graceful_shutdown_s), join the thread."""
         self._server.should_exit = True

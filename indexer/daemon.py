@@ -262,9 +262,8 @@ class Daemon:
                  sinks=list(config.index.sinks), api=f"http://{config.api.host}:{self.port}")
 
     def _start_http(self) -> None:
-        import uvicorn
-
-        from indexer.api import create_app
+        """The one HTTP server path (indexer.api.ApiServer), the same the tests start."""
+        from indexer.api import ApiServer, create_app
 
         token = None
         if self.config.api.admin_token_file is not None:
@@ -274,20 +273,12 @@ class Daemon:
                 log.warning("api.admin_token_unreadable", file=str(self.config.api.admin_token_file), error=str(exc))
         app = create_app(self, admin_token=token, max_request_bytes=self.config.api.max_request_bytes,
                          metrics=self.metrics)
-        uv_config = uvicorn.Config(app, host=self.config.api.host, port=self.config.api.port, log_config=None,
-                                   access_log=False, lifespan="off", timeout_graceful_shutdown=3)
-        self.server = uvicorn.Server(uv_config)
-        thread = threading.Thread(target=self.server.run, name="http", daemon=True)
-        thread.start()
-        self._threads.append(thread)
-        deadline = time.monotonic() + 15
-        while not self.server.started and thread.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        if not self.server.started:
-            raise RuntimeError(f"the HTTP API could not listen on {self.config.api.host}:{self.config.api.port} "
-                               "(port in use? set [api] port)")
-        sockets = [s for srv in getattr(self.server, "servers", []) for s in getattr(srv, "sockets", [])]
-        self.port = sockets[0].getsockname()[1] if sockets else self.config.api.port
+        self.server = ApiServer(app, self.config.api.host, self.config.api.port, graceful_shutdown_s=3)
+        try:
+            self.server.start(timeout=15)
+        except OSError as exc:
+            raise RuntimeError(str(exc)) from None
+        self.port = self.server.port
         self.lock.update(host=self.config.api.host, port=self.port)
 
     def _start_scheduler(self) -> None:
@@ -396,9 +387,11 @@ class Daemon:
         if getattr(self, "scheduler", None) is not None:
             self.scheduler.shutdown(wait=False)
         if self.server is not None:
-            self.server.should_exit = True
+            self.server.request_stop()  # in-flight requests finish while the worker stops
         if self.worker.thread.is_alive():
             self.worker.thread.join(timeout=WORKER_JOIN_S)
+        if self.server is not None:
+            self.server.stop(timeout=1)
         for thread in self._threads:
             thread.join(timeout=3)
         if self.worker.thread.is_alive():

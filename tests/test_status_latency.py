@@ -34,7 +34,7 @@ def daemon(tmp_path):
     assert d.is_ready()
     yield d
     d.stop_event.set()
-    d.server.should_exit = True
+    d.server.stop()
     d.worker.thread.join(timeout=10)
     d.indexer.close()
     d.lock.release()
