@@ -460,7 +460,7 @@ Press Ctrl-C to stop.
         """Never waits for the worker: the state DB is read on this thread's own
         connection (SQLite WAL readers do not block on the writer) and sink
         figures come from the snapshot the worker published after its last pass."""
-        from indexer.commands import status_report
+        from indexer.status import status_report
 
         report = status_report(self.config, self.indexer.state)
         stats = self.worker.stats

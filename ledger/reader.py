@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from peewee import SQL, Case, Cast, SqliteDatabase, fn
+from peewee import Case, Cast, SqliteDatabase, fn
 
 from ledger.models import BoundModels
 from ledger.connection import open_ledger

@@ -7,7 +7,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from indexer.documents import SkipReason, Skip, compaction_document, one_line, turn_document
+from indexer.documents import Skip, compaction_document, one_line, turn_document
 from indexer.safe_names import MAX_LEN, safe_segment, turn_path
 from ledger.rows import CompactionRow, MessageRow, TurnRow
 

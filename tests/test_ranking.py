@@ -6,7 +6,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from indexer import ranking
 from indexer.ranking import SHIPPED, Candidate, Fusion, RankingSettings, keyword_score, rank, with_context, with_time
 from indexer.time_hints import DAY_MS, TimeHints, Window
 

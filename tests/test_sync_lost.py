@@ -4,7 +4,7 @@ replaced ledgers, reused ids, a full disk. Real WAL ledgers, real sinks."""
 from __future__ import annotations
 
 from exporters.qmd import QmdExporter
-from indexer.commands import status_report
+from indexer.status import status_report
 from indexer.sync import sync_once, truncated_documents
 from tests.test_sync import expected_paths, make_indexer  # noqa: F401  (fixture)
 
