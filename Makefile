@@ -46,6 +46,7 @@ run: setup
 	fi
 
 test: setup qmd
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -q
 
 test-slow: setup qmd
