@@ -8,18 +8,14 @@ import pytest
 from exporters.base import Exporter, Rebuild
 from exporters.lancedb import LanceSink
 from exporters.qmd import QmdExporter
-from indexer.documents import content_hash
-from indexer.safe_names import safe_segment
-from indexer.types import DocKind, Document, Source
+from indexer.types import Document
+from tests.builders import document
 from tests.fake_embedder import FakeEmbedder
 
 
 def doc(label: str, turn: str, body: str, persona: str = "atlas") -> Document:
-    header = f"Session: {label}\nTurn: {turn}"
-    text = f"{header}\n\n{body}"
-    return Document(path=f"sessions/{safe_segment(label)}/turns/{turn}.md", source=Source.SESSIONS, persona=persona,
-                    session=label, turn_id=turn, kind=DocKind.TURN, title=f"{label} {turn}", text=text, body=body,
-                    content_hash=content_hash(text), timestamp_ms=1_763_000_000_000, body_start_line=4)
+    return document(body, persona=persona, session=label, turn=turn, title=f"{label} {turn}",
+                    timestamp_ms=1_763_000_000_000)
 
 
 @pytest.fixture(params=["qmd", "lancedb"])

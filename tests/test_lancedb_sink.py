@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fake_embedder import FakeEmbedder
+
+from tests.builders import document
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -41,13 +43,8 @@ os.environ.setdefault("LANCEDB_LOG", "error")
 
 def mkdoc(path: str, body: str, *, persona: str = "atlas", session: str | None = "s1", turn: str = "t1",
           kind: DocKind = DocKind.TURN, source: Source = Source.SESSIONS, ts: int | None = 1_700_000_000_000) -> Document:
-    header = [f"Session: {session}", f"Turn: {turn}"]
-    text = "\n".join(header) + "\n\n" + body
-    return Document(
-        path=path, source=source, persona=persona, session=session, turn_id=turn, kind=kind,
-        title=f"title of {path}", text=text, body=body, content_hash=str(abs(hash(text))),
-        timestamp_ms=ts, body_start_line=len(header) + 2,
-    )
+    return document(body, path=path, persona=persona, session=session, turn=turn, kind=kind, source=source,
+                    title=f"title of {path}", timestamp_ms=ts)
 
 
 def long_body(n: int, word: str = "apples") -> str:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
+
+from tests.builders import document
 import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -38,28 +39,12 @@ def make_doc(
     title: str | None = None,
     path: str | None = None,
 ) -> Document:
-    folder = "compactions" if kind is DocKind.COMPACTION else "turns"
-    text = f"Session: {label}\nTurn: {turn}\n\n{body}"
-    return Document(
-        path=path if path is not None else f"sessions/{safe_segment(label)}/{folder}/{turn}.md",
-        source=Source.SESSIONS,
-        persona=persona,
-        session=label,
-        turn_id=turn,
-        kind=kind,
-        title=title if title is not None else f"{label} / {turn}",
-        text=text,
-        body=body,
-        content_hash=hashlib.sha256(text.encode()).hexdigest(),
-    )
+    return document(body, path=path, persona=persona, session=label, turn=turn, kind=kind, title=title)
 
 
 def memory_doc(path: str, text: str, persona: str = PERSONA) -> Document:
-    return Document(
-        path=path, source=Source.MEMORY, persona=persona, session=None, turn_id=None,
-        kind=DocKind.MEMORY, title=path.rsplit("/", 1)[-1], text=text, body=text,
-        content_hash=hashlib.sha256(text.encode()).hexdigest(),
-    )
+    return document(text, path=path, persona=persona, session=None, turn=None, kind=DocKind.MEMORY,
+                    source=Source.MEMORY, title=path.rsplit("/", 1)[-1])
 
 
 class RecordingLogger:
