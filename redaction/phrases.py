@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from .detectors import _MARKER, VENDORS, _masked, classify_name, word_before
+from .assignments import VENDORS, classify_name
+from .detectors import _MARKER, _masked, word_before
 from .entropy import is_placeholder, looks_like_token
 
 Candidate = tuple[str, int, int, int]

@@ -27,7 +27,7 @@ from pathlib import Path
 from dataclasses import dataclass, field
 from collections.abc import Callable, Iterable
 
-from . import detectors, phrases
+from . import assignments, detectors, phrases
 from .entropy import shannon
 
 __all__ = ["REDACTION_VERSION", "TokenRule", "Detector", "TOKEN_RULES", "DETECTORS", "ruleset_fingerprint",
@@ -353,10 +353,10 @@ DETECTORS: tuple[Detector, ...] = (
              patterns=(detectors.PROSE_PASSWORD_RE.pattern, detectors.NETRC_RE.pattern)),
     # Assignments are the catch-all; their scan is anchored on a few words.
     # An assignment needs an operator: prose without one skips the anchor scans.
-    Detector("assignment", detectors.find_assignments, gates=(":", "=", "</", "<-"),
-             patterns=detectors.ASSIGNMENT_PATTERNS),
-    Detector("vendor-assignment", detectors.find_vendor_assignments, gates=(),
-             patterns=detectors.VENDOR_PATTERNS),
+    Detector("assignment", assignments.find_assignments, gates=(":", "=", "</", "<-"),
+             patterns=assignments.ASSIGNMENT_PATTERNS),
+    Detector("vendor-assignment", assignments.find_vendor_assignments, gates=(),
+             patterns=assignments.VENDOR_PATTERNS),
     Detector("credential-phrase", phrases.find_credential_phrases,
              gates=("token", "key", "secret", "password", "passphrase", "credential", "pat"),
              patterns=phrases.PHRASE_PATTERNS, needs_run=True),
@@ -380,7 +380,7 @@ def ruleset_fingerprint() -> str:
                        r.fillers)).encode())
     for d in DETECTORS:
         h.update(repr((d.id, d.find.__qualname__, d.gates, d.patterns, d.needs_run)).encode())
-    h.update(repr(sorted(detectors.VENDORS.items())).encode())
+    h.update(repr(sorted(assignments.VENDORS.items())).encode())
     # Behaviour also lives in code (detector bodies, entropy checks, the
     # engine's merging and masking): hash the package's source too, so an
     # edit there changes the fingerprint even without a version bump.
