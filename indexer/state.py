@@ -392,11 +392,6 @@ class StateDB:
                      detail=detail[:500], seen_at=stamp).on_conflict_ignore().execute()
         return len({(i[0], i[1]) for i in fresh})
 
-    def bad_turns(self, persona: str, session: str) -> set[str]:
-        B = self.BadRow
-        q = B.select(B.turn_id).where((B.persona == persona) & (B.session_label == session))
-        return {t for (t,) in q.tuples()}
-
     def bad_count(self, persona: str) -> int:
         return self.BadRow.select().where(self.BadRow.persona == persona).count()
 

@@ -29,12 +29,12 @@ _VALUE = r"""[ \t]*(?:(?P<verb>is|was|=|:|->)[ \t]*)?:?[ \t]*["'`]?(?P<v>[A-Za-z
 # there in prose), only then the word before it. A leading character-class
 # scan over every word cost more than the rest of the redactor together.
 _CRED_WORDS = ("token", "key", "secret", "passphrase", "password", "credential", "pat")
-_CRED_WORD_RE = re.compile("|".join(_CRED_WORDS))  # documents the scan; the fingerprint hashes it
+_CRED_WORDS_PATTERN = "|".join(_CRED_WORDS)  # what the str.find scan looks for (part of the fingerprint)
 # After "<product> token" / "my token is": the value, a verb or operator first.
 _AFTER_RE = re.compile(r"s?(?![a-z0-9_-])" + _VALUE)
 # "token for <product>[:] X"
 _AFTER_FOR_RE = re.compile(r"s?[ \t]+(?:for|of|from)[ \t]+(?P<w>[a-z][a-z0-9]{2,23})" + _VALUE)
-PHRASE_PATTERNS = (_CRED_WORD_RE.pattern, _AFTER_RE.pattern, _AFTER_FOR_RE.pattern)
+PHRASE_PATTERNS = (_CRED_WORDS_PATTERN, _AFTER_RE.pattern, _AFTER_FOR_RE.pattern)
 _POSSESSIVES = frozenset({"my", "our", "your", "the", "this", "new"})
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 
@@ -155,10 +155,10 @@ def find_yaml_secret_lists(text: str, low: str) -> Iterator[Candidate]:
 # A header (or JSON/curl header map entry) whose name ends in a credential word:
 # found by a literal scan for the word, then the name around it and the value.
 _HEADER_WORDS = ("token", "key", "secret", "auth", "session", "signature", "password")
-_HEADER_WORD_RE = re.compile("|".join(_HEADER_WORDS))
+
 _HEADER_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
 _HEADER_VALUE_RE = re.compile(r"""(?:\\?["'])?[ \t]*:[ \t]*(?:\\?["'])?[ \t]*(?P<v>[^\s"'`,;<>\\{}]{8,4096})""")
-HEADER_PATTERNS = (_HEADER_WORD_RE.pattern, _HEADER_VALUE_RE.pattern)
+HEADER_PATTERNS = ("|".join(_HEADER_WORDS), _HEADER_VALUE_RE.pattern)
 
 
 def find_credential_headers(text: str, low: str) -> Iterator[Candidate]:
