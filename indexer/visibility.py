@@ -36,8 +36,10 @@ def apply_visibility(config: Config, label: str, visibility: str) -> VisibilityC
     from indexer.state import StateDB
 
     try:
-        lock = acquire(config.index.dir, "visibility")
-    except LockHeldError:
+        lock = acquire(config.index.dir, "change visibility")
+    except LockHeldError as exc:
+        if exc.holder is None or exc.holder.role != "run":
+            raise CliError(str(exc)) from None  # a one-off sync or reindex: retry when it is done
         return _through_daemon(config, label, visibility)
     try:
         state = StateDB(config.state_db_path)

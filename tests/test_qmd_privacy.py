@@ -107,3 +107,24 @@ def test_deleted_sessions_are_never_exported(tmp_path: Path):
         w.set_session_status("gone", "deleted")
     _sync(config)
     assert _files(config, "/gone/") == set() and _files(config, "/open/")
+
+
+def test_visibility_waits_for_a_running_sync_with_a_clear_message(tmp_path: Path):
+    import pytest
+
+    from indexer.cli_common import CliError
+    from indexer.lock import acquire
+
+    ledger = tmp_path / "agents.db"
+    with LedgerWriter(ledger, seed=8) as w:
+        w.turn("diary", user="axolotl", assistant="ok")
+    config = make_config(tmp_path, ledger, sinks=("qmd",))
+    _sync(config)
+    held = acquire(config.index.dir, "sync")  # a one-off `ledger-indexer sync` in progress
+    try:
+        with pytest.raises(CliError) as caught:
+            apply_visibility(config, "diary", "private")
+        assert "in use by" in str(caught.value)
+    finally:
+        held.release()
+    assert apply_visibility(config, "diary", "private").removed == 1
