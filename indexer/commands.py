@@ -112,8 +112,20 @@ def run_status(config: Config, *, as_json: bool = False) -> int:
               + (f" ({report['ledger']['error']})" if report["ledger"].get("error") else ""))
         for persona, p in report["personas"].items():
             print(f"  {persona}: cursor {p['cursor']}, lag {p['lag']}, {p['documents']} documents, "
-                  f"{p['bad_rows_skipped']} bad rows skipped, {p['pending_turns']} pending turns")
+                  f"{p['bad_rows_skipped']} bad rows skipped, {p['pending_turns']} pending turns, "
+                  f"{p.get('truncated_documents', 0)} truncated documents")
+            bad = p.get("bad_turns") or []
+            for item in bad[:STATUS_BAD_SHOWN]:
+                print(f"    bad: session {item['session']!r} turn {item['turn_id']}: {item['reason']}"
+                      + (f" ({item['detail']})" if item.get("detail") else ""))
+            if bad:
+                more = p["bad_rows_skipped"] - min(len(bad), STATUS_BAD_SHOWN)
+                print(("    … and %d more (status --json lists 50); " % more if more > 0 else "    ")
+                      + "retried when their rows change, on a rebuild, or now with `sync --retry-bad`")
     return EXIT_OK
+
+
+STATUS_BAD_SHOWN = 5  # bad turns listed by the text status; --json lists the newest 50
 
 
 def _state(config: Config) -> StateDB:

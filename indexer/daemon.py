@@ -80,11 +80,6 @@ class SyncStats:
     chunks: dict[str, int | None] = field(default_factory=dict)
 
 
-# How long PUT /v1/admin/sessions/visibility waits for the worker to apply a
-# change to sinks without scopes; a long backfill delays it (applied after).
-VISIBILITY_APPLY_WAIT_S = 30.0
-
-
 class SyncWorker:
     """Runs passes one at a time on its own thread, woken by :meth:`wake`."""
 
@@ -524,20 +519,13 @@ Press Ctrl-C to stop.
         return self.indexer.state.projects()
 
     def set_visibility(self, label, visibility):
-        if not self.indexer.state.set_visibility(label, visibility):
-            return False
-        if any(not sink.enforces_scopes for sink in self.indexer.sinks):
-            # Only the worker writes the sinks: let it apply the change (every
-            # pass reconciles sinks without scopes) and wait for that pass. A
-            # pass already running may have read the old visibility: wait for
-            # the one after it.
-            stats = self.worker.stats
-            target = stats.syncs + (2 if stats.running else 1)
-            self.worker.wake()
-            deadline = time.monotonic() + VISIBILITY_APPLY_WAIT_S
-            while stats.syncs < target and time.monotonic() < deadline and not self.stop_event.is_set():
-                time.sleep(0.02)
-        return True
+        """State DB and sinks without scopes change together, here on the API
+        thread: ``apply_visibility`` holds the lock every write to such a sink
+        takes, so a pass running on the worker can neither slip a document of a
+        now-private session in nor miss the change."""
+        from indexer.sync_visibility import apply_visibility
+
+        return apply_visibility(self.indexer, label, visibility) is not None
 
 
 def _pid() -> int:

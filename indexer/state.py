@@ -122,6 +122,10 @@ def _models(db: SqliteDatabase):
         reason = TextField()
         detail = TextField()
         seen_at = IntegerField()
+        # digest of the turn's ledger rows when it failed (LedgerReader.turn_fingerprints):
+        # when the rows change in place, the turn is built again
+        fingerprint = TextField(default="")
+        checked_at = IntegerField(default=0)
 
         class Meta:
             table_name = "bad_rows"
@@ -134,8 +138,17 @@ def _migration_1(db: SqliteDatabase, models) -> None:
     db.create_tables(models, safe=True)
 
 
+def _migration_2(db: SqliteDatabase, models) -> None:
+    """bad_rows: the fingerprint of the failed turn's rows, and when it was last compared."""
+    columns = {c.name for c in db.get_columns("bad_rows")}
+    if "fingerprint" not in columns:
+        db.execute_sql("ALTER TABLE bad_rows ADD COLUMN fingerprint TEXT NOT NULL DEFAULT ''")
+    if "checked_at" not in columns:
+        db.execute_sql("ALTER TABLE bad_rows ADD COLUMN checked_at INTEGER NOT NULL DEFAULT 0")
+
+
 # Append only; never edit a released migration.
-MIGRATIONS = [_migration_1]
+MIGRATIONS = [_migration_1, _migration_2]
 
 
 def now_ms() -> int:
@@ -378,19 +391,48 @@ class StateDB:
 
     # -- bad rows ------------------------------------------------------------------------
 
-    def record_bad(self, persona: str, items: Iterable[tuple[str, str, str, str]]) -> int:
-        """Record (session, turn_id, reason, detail); returns how many were new."""
+    def record_bad(self, persona: str, items: Iterable[tuple[str, str, str, str]],
+                   fingerprints: dict[str, str] | None = None, *, sessions_built: Iterable[str] = ()) -> int:
+        """Record (session, turn_id, reason, detail) as bad, with the fingerprint
+        of the turn's rows (by turn id). ``sessions_built``: sessions whose every
+        unindexed turn was just built again, so their bad rows not in ``items``
+        are resolved (built fine, or no longer in the session's history).
+        Returns how many (session, turn) pairs are newly bad."""
         stamp = now_ms()
         B = self.BadRow
-        items = list(items)
+        fingerprints = fingerprints or {}
+        items = list({(i[0], i[1]): i for i in items}.values())
         known = {
             (s, t) for s, t in B.select(B.session_label, B.turn_id).where(B.persona == persona).tuples()
         }
-        fresh = [i for i in items if (i[0], i[1]) not in known]
-        for session, turn, reason, detail in fresh:
-            B.insert(persona=persona, session_label=session, turn_id=turn, reason=reason,
-                     detail=detail[:500], seen_at=stamp).on_conflict_ignore().execute()
-        return len({(i[0], i[1]) for i in fresh})
+        still = {(i[0], i[1]) for i in items}
+        by_session: dict[str, list[str]] = {}
+        for s, t in known:
+            if (s, t) not in still:
+                by_session.setdefault(s, []).append(t)
+        for label in set(sessions_built):
+            for part in chunked(by_session.get(label, []), 500):
+                B.delete().where((B.persona == persona) & (B.session_label == label) & B.turn_id.in_(part)).execute()
+        rows = [{"persona": persona, "session_label": session, "turn_id": turn, "reason": reason,
+                 "detail": detail[:500], "seen_at": stamp, "fingerprint": fingerprints.get(turn, ""),
+                 "checked_at": stamp} for session, turn, reason, detail in items]
+        for part in chunked(rows, 200):
+            B.replace_many(part).execute()  # a turn still bad: its reason and fingerprint are refreshed
+        return len(still - known)
+
+    def bad_to_check(self, persona: str, limit: int) -> list[tuple[str, str, str]]:
+        """Up to ``limit`` bad (session, turn_id, fingerprint), least recently compared first."""
+        B = self.BadRow
+        q = (B.select(B.session_label, B.turn_id, B.fingerprint).where(B.persona == persona)
+             .order_by(B.checked_at, B.session_label, B.turn_id).limit(limit))
+        return list(q.tuples())
+
+    def mark_bad_checked(self, persona: str, items: Iterable[tuple[str, str]]) -> None:
+        B = self.BadRow
+        stamp = now_ms()
+        for session, turn in items:
+            B.update(checked_at=stamp).where((B.persona == persona) & (B.session_label == session)
+                                             & (B.turn_id == turn)).execute()
 
     def bad_count(self, persona: str) -> int:
         return self.BadRow.select().where(self.BadRow.persona == persona).count()

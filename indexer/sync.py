@@ -20,18 +20,19 @@ two replays the batch and neither loses nor duplicates.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import structlog
 
 from exporters.base import Exporter, Rebuild
 from indexer.context import Indexer
-from indexer.documents import Skip, SkipReason, compaction_document, turn_document
+from indexer.documents import Skip
 from indexer.state import INDEX_META_KEY
+from indexer.sync_build import Built, build_sessions
+from indexer.sync_visibility import UNSCOPED_WRITES, filter_hidden, reconcile_unscoped, switch_in_rebuild
 from indexer.types import Document, Source
 from ledger.reader import LedgerReader
 from ledger.rows import SessionRow
@@ -44,7 +45,6 @@ HISTORY_ROWS_PER_BATCH = 2000
 # the memory of one embedding batch; hashes are committed after each write.
 DOCS_PER_WRITE = 32
 LEDGER_IDENTITY_KEY = "ledger_identity_v1"
-DONE_STATUSES = ("completed", "failed")
 
 Progress = Callable[[str, int, int], None]
 
@@ -66,7 +66,7 @@ class PersonaSummary:
     documents_skipped_bad: int = 0
     documents_deleted: int = 0
     pending_turns: int = 0
-    bad_retried: int = 0  # sessions whose bad turns `sync --retry-bad` built again
+    bad_retried: int = 0  # sessions whose bad turns were built again (--retry-bad, or their rows changed)
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -98,112 +98,6 @@ class SyncSummary:
         }
 
 
-# -- building documents for sessions -------------------------------------------------------
-
-
-@dataclass
-class _Built:
-    docs: list[Document] = field(default_factory=list)
-    skips: list[Skip] = field(default_factory=list)
-    pending: list[tuple[str, str]] = field(default_factory=list)  # (session, turn_id)
-    done_pending: list[tuple[str, str]] = field(default_factory=list)
-    # per session: the ancestry (turn ids) when it could be read
-    ancestry: dict[str, list[str]] = field(default_factory=dict)
-
-
-def _parse_ancestry(raw: str | None, head: str) -> list[str] | None:
-    if raw is None:
-        return [head]
-    try:
-        value = json.loads(raw)
-    except (json.JSONDecodeError, TypeError):
-        return None
-    if not isinstance(value, list) or not all(isinstance(x, str) and x for x in value):
-        return None
-    return value if value else [head]
-
-
-def build_sessions(
-    ix: Indexer,
-    reader: LedgerReader,
-    persona: str,
-    sessions: Sequence[SessionRow],
-    *,
-    only_new: bool,
-    extra_turns: Iterable[tuple[str, str]] = (),
-) -> _Built:
-    """Documents for ``sessions`` (and for ``extra_turns``: (session, turn) pairs
-    to revisit), in a fixed number of ledger queries.
-
-    ``only_new``: skip turns already indexed (or recorded as bad) for that
-    session: completed turns never change, so a tail need not rebuild them.
-    """
-    out = _Built()
-    by_label = {s.label: s for s in sessions}
-    threads = reader.threads(s.thread_id for s in sessions)
-    wanted: dict[str, list[str]] = {}
-    for s in sessions:
-        thread = threads.get(s.thread_id)
-        if thread is None:
-            out.skips.append(Skip(SkipReason.MISSING_THREAD, s.label, s.thread_id,
-                                  f"session head {s.thread_id} has no threads row"))
-            continue
-        ancestry = _parse_ancestry(thread.ancestry_json, s.thread_id)
-        if ancestry is None:
-            out.skips.append(Skip(SkipReason.BAD_ANCESTRY, s.label, s.thread_id,
-                                  "threads.ancestry is not a JSON array of turn ids"))
-            continue
-        out.ancestry[s.label] = ancestry
-        if only_new:
-            # Turns recorded as bad are retried whenever their session moves
-            # (new history row) and by `sync --retry-bad`: nothing stays dropped.
-            known = ix.state.indexed_turns(persona, s.label)
-            wanted[s.label] = [t for t in ancestry if t not in known]
-        else:
-            wanted[s.label] = list(dict.fromkeys(ancestry))
-    for label, turn in extra_turns:
-        wanted.setdefault(label, [])
-        if turn not in wanted[label]:
-            wanted[label].append(turn)
-    extra = set(extra_turns)
-
-    turn_ids = {t for ids in wanted.values() for t in ids}
-    turns = reader.turns(turn_ids)
-    normal = [t for t in turn_ids if t in turns and turns[t].turn_type != "compaction"]
-    compact = [t for t in turn_ids if t in turns and turns[t].turn_type == "compaction"]
-    messages = reader.messages(normal)
-    compactions = reader.compactions(compact)
-    limit = ix.config.ledger.max_message_bytes
-
-    positions = {label: {t: i for i, t in enumerate(dict.fromkeys(anc))} for label, anc in out.ancestry.items()}
-    for label, ids in wanted.items():
-        session = by_label.get(label)
-        for tid in ids:
-            turn = turns.get(tid)
-            if turn is None:
-                out.skips.append(Skip(SkipReason.MISSING_TURN, label, tid, "ancestry names a turn that does not exist"))
-                continue
-            if turn.status not in DONE_STATUSES:
-                out.pending.append((label, tid))
-                continue
-            if (label, tid) in extra:
-                out.done_pending.append((label, tid))
-            persona_of = session.persona if session else persona
-            try:
-                if turn.turn_type == "compaction":
-                    result = compaction_document(persona_of, label, turn, compactions.get(tid),
-                                                 redact=ix.redact, max_message_bytes=limit)
-                else:
-                    result = turn_document(persona_of, label, turn, messages.get(tid, []),
-                                           redact=ix.redact, max_message_bytes=limit)
-            except Exception as exc:  # one bad row never stops a sync
-                result = Skip(SkipReason.INVALID_ROW, label, tid, f"{type(exc).__name__}: {exc}")
-            if isinstance(result, Skip):
-                out.skips.append(result)
-            elif result is not None:
-                out.docs.append(replace(result, turn_seq=positions.get(label, {}).get(tid)))
-    return out
-
 
 # -- writing ---------------------------------------------------------------------------------
 
@@ -211,17 +105,25 @@ def build_sessions(
 class _Target:
     """Where a batch goes: a live sink (upsert + delete) or a rebuild (upsert only).
 
-    ``hidden``: sessions whose documents must not reach this target (a sink
-    without scopes never holds a private or deleted session's documents).
+    A sink without scopes (``unscoped``) never receives a private or deleted
+    session's documents: each upsert reads the visibility at that moment
+    (callers hold UNSCOPED_WRITES). A rebuild target also keeps what it left
+    out (``withheld``) and which sessions it staged, so that a visibility
+    change made before the switch is honoured (sync_visibility.switch_in_rebuild).
     """
 
-    def __init__(self, persona: str, sink: Exporter | None = None, rebuild: Rebuild | None = None,
-                 hidden: frozenset[str] = frozenset()):
-        self.persona, self.sink, self.rebuild, self.hidden = persona, sink, rebuild, hidden
+    def __init__(self, ix: Indexer, persona: str, sink: Exporter, rebuild: Rebuild | None = None):
+        self.ix, self.persona, self.sink, self.rebuild = ix, persona, sink, rebuild
+        self.unscoped = not sink.enforces_scopes
+        self.withheld: list[Document] = []
+        self.staged_sessions: set[str] = set()  # rebuild: sessions with documents in the staged set
 
     def upsert(self, docs: Sequence[Document]) -> None:
-        if self.hidden:
-            docs = [d for d in docs if d.session not in self.hidden]
+        if self.unscoped:
+            docs, withheld = filter_hidden(self.ix, self.persona, docs)
+            if self.rebuild is not None:
+                self.withheld.extend(withheld)
+                self.staged_sessions.update(d.session for d in docs if d.session)
             if not docs:
                 return
         if self.rebuild is not None:
@@ -230,13 +132,19 @@ class _Target:
             self.sink.upsert(self.persona, docs)
 
     def delete(self, paths: set[str]) -> None:
-        if self.sink is not None and paths:
+        if self.rebuild is None and paths:
             self.sink.delete(self.persona, paths)
 
 
 def _write(ix: Indexer, persona: str, docs: Sequence[Document], deletions: set[str],
-           targets: Sequence[_Target], *, skip_unchanged: bool) -> tuple[list[Document], int]:
-    """Upsert changed docs and delete paths in every target. Returns (written, unchanged)."""
+           targets: Sequence[_Target], *, skip_unchanged: bool,
+           record: Callable[[list[Document]], None] | None = None) -> tuple[list[Document], int]:
+    """Upsert changed docs and delete paths in every target, then ``record`` what
+    was written. Returns (written, unchanged).
+
+    Sinks with scopes are written first (embedding takes the time); sinks
+    without scopes and the record follow under UNSCOPED_WRITES, so a
+    visibility change applied meanwhile sees either both or neither."""
     unique = list({d.path: d for d in docs}.values())
     if skip_unchanged:
         known = ix.state.hashes(persona, (d.path for d in unique))
@@ -247,72 +155,27 @@ def _write(ix: Indexer, persona: str, docs: Sequence[Document], deletions: set[s
     # spends its time, and the crash tests kill the daemon between them.
     if changed or deletions:
         log.debug("sink.write_started", persona=persona, documents=len(changed), deletions=len(deletions))
-    for target in targets:
+    for target in sorted(targets, key=lambda t: t.unscoped):
+        if target.unscoped:
+            break
         if changed:
             target.upsert(changed)
         target.delete(deletions)
+    with UNSCOPED_WRITES:
+        for target in targets:
+            if target.unscoped:
+                if changed:
+                    target.upsert(changed)
+                target.delete(deletions)
+        if record is not None:
+            record(changed)
     if changed or deletions:
         log.debug("sink.write_done", persona=persona, documents=len(changed), deletions=len(deletions))
     return changed, len(unique) - len(changed)
 
 
-def _hidden_from(ix: Indexer, persona: str, sink: Exporter) -> frozenset[str]:
-    return frozenset() if sink.enforces_scopes else frozenset(ix.state.hidden_sessions(persona))
-
-
 def _live(ix: Indexer, persona: str) -> list[_Target]:
-    return [_Target(persona, sink=sink, hidden=_hidden_from(ix, persona, sink)) for sink in ix.sinks]
-
-
-# -- sinks without scopes (QMD): private and deleted sessions stay out ----------------------------
-
-UNSCOPED_HIDDEN_KEY = "unscoped_sinks_hidden_sessions_v1"
-
-
-def reconcile_unscoped(ix: Indexer, reader: LedgerReader | None, persona: str) -> tuple[int, int]:
-    """Bring sinks without scopes in line with the sessions' visibility now.
-
-    Documents of sessions that became private (or deleted) are removed;
-    sessions that became shared again are rebuilt from the ledger and
-    exported (needs ``reader``; without one they wait for the next pass).
-    Cheap when nothing changed: one state query, compared with the set last
-    applied. Returns (documents removed, documents restored).
-    """
-    unscoped = [sink for sink in ix.sinks if not sink.enforces_scopes]
-    if not unscoped:
-        return 0, 0
-    hidden = ix.state.hidden_sessions(persona)
-    stored = ix.state.get_json(UNSCOPED_HIDDEN_KEY, persona)
-    applied = set(stored["sessions"]) if stored else set()
-    if stored is not None and applied == hidden:
-        return 0, 0
-    # First run: nothing is known about the export, so every hidden session is removed.
-    newly_hidden = hidden - applied if stored is not None else hidden
-    shown = applied - hidden
-    removed = restored = 0
-    gone: set[str] = set()
-    for label in newly_hidden:
-        gone |= ix.state.paths(persona, session=label)
-    if gone:
-        for sink in unscoped:
-            sink.delete(persona, gone)
-        removed = len(gone)
-    if shown and reader is None:
-        hidden |= shown  # not restored yet: keep them in the "applied" set so the next pass does it
-    elif shown:
-        with reader.snapshot():
-            sessions = [row for row in reader.sessions(labels=sorted(shown)) if row.status != "deleted"]
-            built = build_sessions(ix, reader, persona, sessions, only_new=False)
-        docs = [d for d in built.docs if d.session in shown]
-        for start in range(0, len(docs), DOCS_PER_WRITE):
-            for sink in unscoped:
-                sink.upsert(persona, docs[start:start + DOCS_PER_WRITE])
-        restored = len(docs)
-    ix.state.set_json(UNSCOPED_HIDDEN_KEY, {"sessions": sorted(hidden)}, persona)
-    if removed or restored:
-        log.info("export.visibility_applied", persona=persona, removed=removed, restored=restored,
-                 sinks=[sink.name for sink in unscoped])
-    return removed, restored
+    return [_Target(ix, persona, sink) for sink in ix.sinks]
 
 
 def _write_in_parts(ix: Indexer, persona: str, docs: Sequence[Document], targets: Sequence[_Target],
@@ -327,12 +190,17 @@ def _write_in_parts(ix: Indexer, persona: str, docs: Sequence[Document], targets
     unique = sorted({d.path: d for d in docs}.values(), key=lambda d: len(d.body))
     for start in range(0, len(unique), DOCS_PER_WRITE):
         _check_stop(stop)
-        written, unchanged = _write(ix, persona, unique[start : start + DOCS_PER_WRITE], set(), targets,
-                                    skip_unchanged=skip_unchanged)
-        if record and written:
+        part = unique[start : start + DOCS_PER_WRITE]
+
+        def commit(written: list[Document], part: list[Document] = part) -> None:
             with ix.state.atomic():
                 ix.state.record_documents(written)
-                _record_truncations(ix, persona, written)
+                # Every document of the part, unchanged ones too: after a new
+                # source (replaced ledger) the set is rebuilt from what is indexed.
+                _record_truncations(ix, persona, part)
+
+        written, unchanged = _write(ix, persona, part, set(), targets, skip_unchanged=skip_unchanged,
+                                    record=commit if record else None)
         written_all.extend(written)
         summary.documents_written += len(written)
         summary.documents_unchanged += unchanged
@@ -367,18 +235,20 @@ def truncated_documents(state, persona: str) -> list[str]:
     return [p for p in stored["paths"] if p in live]
 
 
-def _commit_state(ix: Indexer, persona: str, summary: PersonaSummary, built: _Built,
+def _commit_state(ix: Indexer, persona: str, summary: PersonaSummary, built: Built,
                   deletions: set[str], cursor: int | None) -> None:
-    # What built fine now is no longer bad: documents, and sessions whose ancestry parsed.
+    # What built fine now is no longer bad: revisited turns that made a document,
+    # and in every session whose ancestry was read (all its unindexed turns were
+    # just built) whatever was not skipped again.
     resolved = [(d.session, d.turn_id) for d in built.docs if d.session and d.turn_id]
-    resolved += [(label, anc[-1]) for label, anc in built.ancestry.items() if anc]
     with ix.state.atomic():
         ix.state.forget_documents(persona, deletions)
         ix.state.clear_bad_turns(persona, resolved)
         ix.state.set_pending(persona, built.pending)
         ix.state.clear_pending(persona, built.done_pending)
         summary.documents_skipped_bad += ix.state.record_bad(
-            persona, [(s.session, s.turn_id or "", s.reason.value, s.detail) for s in built.skips])
+            persona, [(s.session, s.turn_id or "", s.reason.value, s.detail) for s in built.skips],
+            built.fingerprints, sessions_built=built.ancestry)
         if cursor is not None:
             ix.state.set_cursor(persona, cursor)
     _log_skips(persona, built.skips)
@@ -395,7 +265,7 @@ def _log_skips(persona: str, skips: Sequence[Skip]) -> None:
                     turn_ids=[s.turn_id for s in items[:3]], detail=items[0].detail)
 
 
-def _stale_paths(ix: Indexer, persona: str, built: _Built) -> set[str]:
+def _stale_paths(ix: Indexer, persona: str, built: Built) -> set[str]:
     """Documents of a session whose turn left the session's ancestry (a rewind)."""
     stale: set[str] = set()
     for label, ancestry in built.ancestry.items():
@@ -443,10 +313,28 @@ def _refresh_registry(ix: Indexer, persona: str, sessions: Sequence[SessionRow],
 # -- the three modes ------------------------------------------------------------------------------
 
 
-def _retry_bad(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSummary,
-               deleted: set[str], stop: threading.Event | None, progress: Progress | None) -> None:
-    """Build every turn recorded as bad again, now."""
-    labels = sorted({s for s, _t in ix.state.bad_items(persona)} - deleted)
+BAD_CHECKS_PER_PASS = 200  # bad turns whose rows are compared per pass (least recently compared first)
+
+
+def _bad_rows_changed(ix: Indexer, reader: LedgerReader, persona: str, deleted: set[str]) -> list[str]:
+    """Sessions holding a bad turn whose ledger rows changed since it failed
+    (repaired in place: no history row says so). Compares at most
+    BAD_CHECKS_PER_PASS fingerprints a pass, rotating through a longer list;
+    when they all fit, a pass writes nothing."""
+    items = ix.state.bad_to_check(persona, BAD_CHECKS_PER_PASS)
+    if not items:
+        return []
+    with reader.snapshot():
+        now = reader.turn_fingerprints(t for _s, t, _f in items)
+    if len(items) == BAD_CHECKS_PER_PASS:
+        with ix.state.atomic():
+            ix.state.mark_bad_checked(persona, [(s, t) for s, t, _f in items])
+    return sorted({s for s, t, f in items if now.get(t) != f} - deleted)
+
+
+def _retry_bad(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSummary, labels: Sequence[str],
+               why: str, stop: threading.Event | None, progress: Progress | None) -> None:
+    """Build the sessions holding bad turns again, now (their bad turns included)."""
     if not labels:
         return
     with reader.snapshot():
@@ -456,9 +344,9 @@ def _retry_bad(ix: Indexer, reader: LedgerReader, persona: str, summary: Persona
                     progress=progress)
     before = ix.state.bad_count(persona)
     _commit_state(ix, persona, summary, built, set(), None)
-    summary.bad_retried = len(labels)
-    log.info("sync.bad_retried", persona=persona, sessions=len(labels), still_bad=ix.state.bad_count(persona),
-             were_bad=before)
+    summary.bad_retried += len(labels)
+    log.info("sync.bad_retried", persona=persona, why=why, sessions=len(labels),
+             still_bad=ix.state.bad_count(persona), were_bad=before)
 
 
 def _tail(ix: Indexer, reader: LedgerReader, persona: str, cursor: int, summary: PersonaSummary,
@@ -469,7 +357,11 @@ def _tail(ix: Indexer, reader: LedgerReader, persona: str, cursor: int, summary:
         sessions = reader.sessions(persona=persona)
     deleted = _refresh_registry(ix, persona, sessions, summary)
     if retry_bad:
-        _retry_bad(ix, reader, persona, summary, deleted, stop, progress)
+        labels = sorted({s for s, _t in ix.state.bad_items(persona)} - deleted)
+        _retry_bad(ix, reader, persona, summary, labels, "requested", stop, progress)
+    else:
+        _retry_bad(ix, reader, persona, summary, _bad_rows_changed(ix, reader, persona, deleted), "rows_changed",
+                   stop, progress)
     pending = [(s, t) for s, t in ix.state.pending(persona) if s not in deleted]
     if pending:
         with reader.snapshot():
@@ -499,7 +391,7 @@ def _tail(ix: Indexer, reader: LedgerReader, persona: str, cursor: int, summary:
 
 def _walk_all(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSummary,
               targets: Sequence[_Target], *, rebuilding: bool, stop: threading.Event | None,
-              progress: Progress | None, on_batch: Callable[[list[Document], _Built], None]) -> set[str]:
+              progress: Progress | None, on_batch: Callable[[list[Document], Built], None]) -> set[str]:
     with reader.snapshot():
         sessions = [s for s in reader.sessions(persona=persona) if s.status != "deleted"]
     summary.sessions = len(sessions)
@@ -524,7 +416,7 @@ def _backfill(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaS
         sessions = reader.sessions(persona=persona)
     _refresh_registry(ix, persona, sessions, summary)
 
-    def commit(written: list[Document], built: _Built) -> None:
+    def commit(written: list[Document], built: Built) -> None:
         _commit_state(ix, persona, summary, built, set(), None)
 
     seen = _walk_all(ix, reader, persona, summary, _live(ix, persona), rebuilding=False, stop=stop,
@@ -547,43 +439,61 @@ def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSu
     with reader.snapshot():
         sessions = reader.sessions(persona=persona)
     _refresh_registry(ix, persona, sessions, summary)
-    rebuilds = [(sink.rebuild(persona), _hidden_from(ix, persona, sink)) for sink in ix.sinks]
+    targets = [_Target(ix, persona, sink, rebuild=sink.rebuild(persona)) for sink in ix.sinks]
     all_docs: list[Document] = []
     all_skips: list[Skip] = []
     pending: list[tuple[str, str]] = []
 
-    def collect(written: list[Document], built: _Built) -> None:
+    fingerprints: dict[str, str] = {}
+
+    def collect(written: list[Document], built: Built) -> None:
         all_docs.extend(written)
         all_skips.extend(built.skips)
         pending.extend(built.pending)
+        fingerprints.update(built.fingerprints)
 
     try:
-        _walk_all(ix, reader, persona, summary, [_Target(persona, rebuild=rb, hidden=h) for rb, h in rebuilds],
-                  rebuilding=True, stop=stop, progress=progress, on_batch=collect)
+        _walk_all(ix, reader, persona, summary, targets, rebuilding=True, stop=stop, progress=progress,
+                  on_batch=collect)
         memory_docs = ix.memory_documents(persona)
-        for rb, _h in rebuilds:
+        for t in targets:
             if memory_docs:
-                rb.upsert(memory_docs)
-            rb.commit()
+                t.rebuild.upsert(memory_docs)
+        # Switch in, settle what a visibility change did meanwhile, and record
+        # the new set, with no visibility change in between (see sync_visibility).
+        with UNSCOPED_WRITES:
+            for t in targets:
+                if t.unscoped:
+                    switch_in_rebuild(ix, persona, t.sink, t.rebuild, all_docs + list(memory_docs),
+                                      t.staged_sessions, t.withheld)
+                else:
+                    t.rebuild.commit()
+            _record_rebuild(ix, persona, summary, all_docs, memory_docs, all_skips, pending, fingerprints)
+        _log_skips(persona, all_skips)  # a rebuild skips like a tail: one line per session and reason
     except BaseException:
-        for rb, _h in rebuilds:
+        for t in targets:
             try:
-                rb.abort()
+                t.rebuild.abort()
             except Exception as exc:  # keep the original error
                 log.warning("rebuild.abort_failed", persona=persona, error=str(exc))
         raise
+    summary.cursor = summary.head
+
+
+def _record_rebuild(ix: Indexer, persona: str, summary: PersonaSummary, docs: list[Document],
+                    memory_docs: list[Document], skips: list[Skip], pending: list[tuple[str, str]],
+                    fingerprints: dict[str, str]) -> None:
+    old = ix.state.paths(persona)  # read before the write transaction (no read-to-write upgrade in it)
     with ix.state.atomic():
-        ix.state.forget_documents(persona, ix.state.paths(persona))
+        ix.state.forget_documents(persona, old)
         ix.state.clear_bad(persona)
-        ix.state.record_documents(all_docs + list(memory_docs))
-        _record_truncations(ix, persona, all_docs, fresh=True)
-        built = _Built(skips=all_skips, pending=pending)
+        ix.state.record_documents(docs + list(memory_docs))
+        _record_truncations(ix, persona, docs, fresh=True)
         summary.documents_skipped_bad += ix.state.record_bad(
-            persona, [(s.session, s.turn_id or "", s.reason.value, s.detail) for s in built.skips])
+            persona, [(s.session, s.turn_id or "", s.reason.value, s.detail) for s in skips], fingerprints)
         ix.state.set_pending(persona, pending)
         ix.state.set_cursor(persona, summary.head)
         ix.state.set_json(INDEX_META_KEY, ix.index_meta, persona)
-    summary.cursor = summary.head
 
 
 # -- entry point -------------------------------------------------------------------------------------
@@ -699,8 +609,9 @@ def sync_once(
             ps.pending_turns = len(ix.state.pending(persona))
             _remember_cursor_row(ix, reader, persona)
         if summary.documents_written or summary.total("documents_deleted"):
-            for sink in ix.sinks:
-                sink.after_batch()
+            with UNSCOPED_WRITES:  # one `qmd update` at a time (apply_visibility runs it too)
+                for sink in ix.sinks:
+                    sink.after_batch()
     finally:
         reader.close()
         summary.seconds = time.monotonic() - started

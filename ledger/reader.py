@@ -216,6 +216,38 @@ class LedgerReader:
             cut -= 1  # back to the start of the character the limit falls in
         return bytes(content[:cut]).decode("utf-8", "replace"), int(size) - cut
 
+    def turn_fingerprints(self, turn_ids: Iterable[str]) -> dict[str, str]:
+        """A digest of every ledger row a turn's document is built from (its
+        threads row, turns row, user/assistant messages and compaction), per turn
+        id, absent rows included. Four batched queries per IN_LIMIT ids. Text is
+        digested by byte length, first and last 64 bytes: enough to notice a row
+        repaired in place without reading megabytes for it."""
+        ids = sorted(set(turn_ids))
+        parts: dict[str, list] = {t: [] for t in ids}
+        th, tu, msg = self.m.Thread, self.m.Turn, self.m.Message
+
+        def text_digest(column):
+            blob = Cast(column, "BLOB")
+            return (fn.length(blob), fn.substr(blob, 1, 64), fn.substr(blob, -64))
+
+        for part in _chunks(ids):
+            for row in th.select(th.turn_id, *text_digest(th.ancestry)).where(th.turn_id.in_(part)).tuples():
+                parts[row[0]].append(("thread", row[1:]))
+            q = tu.select(tu.id, tu.turn_type, tu.status, tu.completed_at, tu.parent_turn_id).where(tu.id.in_(part))
+            for row in q.tuples():
+                parts[row[0]].append(("turn", row[1:]))
+            q = (msg.select(msg.turn_id, msg.id, msg.role, msg.sequence, *text_digest(msg.content))
+                 .where(msg.turn_id.in_(part) & msg.role.in_(("user", "assistant")))
+                 .order_by(msg.turn_id, msg.sequence, msg.id))
+            for row in q.tuples():
+                parts[row[0]].append(("message", row[1:]))
+            if self.has_compactions:
+                c = self.m.Compaction
+                for row in c.select(c.turn_id, *text_digest(c.summary)).where(c.turn_id.in_(part)).tuples():
+                    parts[row[0]].append(("compaction", row[1:]))
+        return {t: hashlib.sha256(repr(rows).encode("utf-8", "surrogatepass")).hexdigest()[:24]
+                for t, rows in parts.items()}
+
     def compactions(self, turn_ids: Iterable[str]) -> dict[str, CompactionRow]:
         if not self.has_compactions:
             return {}

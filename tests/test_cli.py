@@ -70,3 +70,27 @@ def test_second_writer_is_refused(tmp_path):
     with acquire(demo / "index", "run"):
         proc = cli("--config", str(demo / "ledger-indexer.toml"), "sync", env={"LEDGER_INDEXER_INDEX_SINKS": "qmd"})
     assert proc.returncode == 1 and str(os.getpid()) in proc.stderr
+
+
+def test_status_lists_bad_turns_and_sync_retry_bad_builds_them(tmp_path):
+    from ledger.writer import LedgerWriter
+
+    ledger = tmp_path / "agents.db"
+    with LedgerWriter(ledger, seed=31) as w:
+        w.turn("fine", user="a fine turn", assistant="ok")
+        broken = w.turn("flaky", user="the broken one", assistant="ok")
+        w.execute("UPDATE threads SET ancestry='[nope' WHERE turn_id=?", (broken,))
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[ledger]\npath = "{ledger}"\n[index]\ndir = "{tmp_path}/idx"\nsinks = ["qmd"]\n')
+    cli("--config", str(cfg), "sync", check=True)
+    text = cli("--config", str(cfg), "status", check=True).stdout
+    assert "1 bad rows skipped" in text and f"bad: session 'flaky' turn {broken}: bad_ancestry" in text
+    assert "sync --retry-bad" in text
+    report = json.loads(cli("--config", str(cfg), "status", "--json", check=True).stdout)
+    [bad] = report["personas"]["atlas"]["bad_turns"]
+    assert (bad["session"], bad["turn_id"], bad["reason"]) == ("flaky", broken, "bad_ancestry")
+    assert "JSON array" in bad["detail"]
+    retried = json.loads(cli("--config", str(cfg), "sync", "--retry-bad", "--json", check=True).stdout)
+    assert retried["personas"]["atlas"]["bad_retried"] == 1  # still broken: retried, still listed
+    assert json.loads(cli("--config", str(cfg), "status", "--json", check=True).stdout)[
+        "personas"]["atlas"]["bad_rows_skipped"] == 1

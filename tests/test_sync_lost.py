@@ -3,6 +3,8 @@ replaced ledgers, reused ids, a full disk. Real WAL ledgers, real sinks."""
 
 from __future__ import annotations
 
+import pytest
+
 from exporters.qmd import QmdExporter
 from indexer.status import status_report
 from indexer.sync import sync_once, truncated_documents
@@ -39,7 +41,8 @@ def test_raising_the_cap_rebuilds_and_readmits_the_whole_text(writer, make_index
     assert truncated_documents(wider.state, "atlas") == []
 
 
-def test_a_bad_turn_is_listed_retried_when_its_session_moves_and_by_retry_bad(writer, make_indexer, ledger_path):
+def test_a_bad_turn_repaired_in_place_is_retried_by_the_next_tail(writer, make_indexer, ledger_path):
+    """No history row says the ledger changed: the fingerprint of the bad turn's rows does."""
     import json
 
     t = writer.turn("flaky", user="first", assistant="one")
@@ -49,14 +52,71 @@ def test_a_bad_turn_is_listed_retried_when_its_session_moves_and_by_retry_bad(wr
     assert sync_once(ix).personas["atlas"].documents_skipped_bad == 1
     bad = status_report(ix.config, ix.state)["personas"]["atlas"]["bad_turns"]
     assert [(b["session"], b["reason"]) for b in bad] == [("flaky", "bad_ancestry")]
-    # Repaired in place (no new history row): `sync --retry-bad` picks it up now.
+    assert "not a JSON array" in bad[0]["detail"]
+    idle = sync_once(ix).personas["atlas"]  # rows unchanged: not built again
+    assert (idle.bad_retried, idle.documents_written, ix.state.bad_count("atlas")) == (0, 0, 1)
     writer.execute("UPDATE threads SET ancestry=? WHERE turn_id=?", (json.dumps([t]), t))
-    assert sync_once(ix).personas["atlas"].documents_written == 0  # a plain tail does not see an UPDATE
-    summary = sync_once(ix, retry_bad=True)
-    assert summary.personas["atlas"].bad_retried == 1
-    assert summary.personas["atlas"].documents_written == 1
+    summary = sync_once(ix).personas["atlas"]
+    assert (summary.mode, summary.bad_retried, summary.documents_written) == ("tail", 1, 1)
     assert ix.state.bad_count("atlas") == 0
     assert ix.sinks[0].paths("atlas") == expected_paths(ledger_path, "atlas")
+
+
+@pytest.mark.parametrize("how", ["retry_bad", "force"])
+def test_a_turn_that_failed_for_a_reason_outside_the_ledger_is_built_by_retry_bad_and_rebuild(
+        writer, make_indexer, ledger_path, how):
+    """A build that raised (here the redactor, on one text) is recorded with the
+    exception; its rows never change: `sync --retry-bad` or a rebuild builds it again."""
+    writer.turn("s", user="a fine question", assistant="a fine answer")
+    t = writer.turn("s", user="this one trips the redactor", assistant="answer")
+    broken = {"on": True}
+
+    def redact(text: str) -> str:
+        if broken["on"] and "trips the redactor" in text:
+            raise RuntimeError("redactor bug")
+        return text
+
+    ix = make_indexer(redact=redact)
+    sync_once(ix)
+    [bad] = ix.state.bad_list("atlas")
+    assert (bad["turn_id"], bad["reason"], bad["detail"]) == (t, "invalid_row", "RuntimeError: redactor bug")
+    broken["on"] = False  # the bug is fixed (a new release, a new known-secrets file...)
+    assert sync_once(ix).personas["atlas"].documents_written == 0  # nothing in the ledger moved
+    summary = sync_once(ix, **{how: True}).personas["atlas"]
+    if how == "retry_bad":
+        assert (summary.bad_retried, summary.documents_written) == (1, 1)
+    else:
+        assert summary.mode == "rebuild"
+    assert ix.state.bad_count("atlas") == 0
+    assert ix.sinks[0].paths("atlas") == expected_paths(ledger_path, "atlas")
+
+
+def test_many_bad_turns_are_compared_a_slice_per_pass(writer, make_indexer, monkeypatch):
+    """Above BAD_CHECKS_PER_PASS the comparison rotates: every bad turn is
+    compared within a few passes, each pass reads a bounded slice."""
+    import json
+
+    import indexer.sync as sync_mod
+
+    monkeypatch.setattr(sync_mod, "BAD_CHECKS_PER_PASS", 5)
+    t = writer.turn("ghosts", user="real", assistant="real")
+    ghosts = [f"GHOST{i:02d}" for i in range(12)]
+    writer.execute("UPDATE threads SET ancestry=? WHERE turn_id=?", (json.dumps(ghosts + [t]), t))
+    ix = make_indexer()
+    sync_once(ix)
+    assert ix.state.bad_count("atlas") == 12
+    # The last ghost appears in place (no history row).
+    writer.execute("INSERT INTO turns (id, turn_type, status, started_at, completed_at) "
+                   "VALUES ('GHOST11', 'normal', 'completed', 1, 2)")
+    writer.execute("INSERT INTO messages (id, turn_id, role, content, sequence, created_at) "
+                   "VALUES ('m-g11', 'GHOST11', 'user', 'a ghost that came back', 0, 1)")
+    passes = 0
+    while ix.state.bad_count("atlas") == 12:
+        passes += 1
+        assert passes <= 3, "every bad turn is compared within ceil(12 / 5) passes"
+        sync_once(ix)
+    assert ix.state.bad_count("atlas") == 11
+    assert "sessions/ghosts/turns/GHOST11.md" in ix.sinks[0].paths("atlas")
 
 
 def test_a_bad_turn_is_retried_when_its_session_gets_a_new_turn(writer, make_indexer, ledger_path):
@@ -201,3 +261,45 @@ def test_a_long_ancestry_of_dangling_ids_is_one_warning(writer, make_indexer):
     assert skipped[0]["count"] == 20_000 and skipped[0]["turn_ids"] == ghosts[:3]
     assert skipped[0]["reason"] == "missing_turn" and skipped[0]["session"] == "huge-ancestry"
     assert len(logs) < 10
+
+
+def test_a_state_db_of_the_previous_schema_gains_the_bad_row_fingerprints(tmp_path):
+    import sqlite3
+
+    from indexer.state import StateDB
+
+    path = tmp_path / "state.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript(
+        "CREATE TABLE meta (key TEXT NOT NULL, scope TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (key, scope));"
+        "INSERT INTO meta VALUES ('schema_version', '', '1');"
+        "CREATE TABLE bad_rows (persona TEXT NOT NULL, session_label TEXT NOT NULL, turn_id TEXT NOT NULL,"
+        " reason TEXT NOT NULL, detail TEXT NOT NULL, seen_at INTEGER NOT NULL,"
+        " PRIMARY KEY (persona, session_label, turn_id));"
+        "INSERT INTO bad_rows VALUES ('atlas', 's', 'T1', 'missing_turn', '', 1);")
+    con.close()
+    state = StateDB(path)
+    try:
+        assert state.schema_version == 2
+        # A row of the old schema has no fingerprint: the first comparison differs, so it is retried once.
+        assert state.bad_to_check("atlas", 10) == [("s", "T1", "")]
+        assert state.record_bad("atlas", [("s", "T1", "missing_turn", "x")], {"T1": "abc"}) == 0
+        assert state.bad_to_check("atlas", 10) == [("s", "T1", "abc")]
+    finally:
+        state.close()
+
+
+def test_a_rebuild_logs_its_skips_once_per_session_and_reason(writer, make_indexer):
+    import json
+
+    from structlog.testing import capture_logs
+
+    t = writer.turn("ghosts", user="real", assistant="real")
+    writer.execute("UPDATE threads SET ancestry=? WHERE turn_id=?",
+                   (json.dumps([f"GHOST{i}" for i in range(50)] + [t]), t))
+    ix = make_indexer()
+    sync_once(ix)
+    with capture_logs() as logs:
+        assert sync_once(ix, force=True).personas["atlas"].mode == "rebuild"
+    skipped = [e for e in logs if e["event"] == "document.skipped"]
+    assert [(e["session"], e["reason"], e["count"]) for e in skipped] == [("ghosts", "missing_turn", 50)]
