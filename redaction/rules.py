@@ -35,7 +35,7 @@ __all__ = ["REDACTION_VERSION", "TokenRule", "Detector", "TOKEN_RULES", "DETECTO
 
 # Bump on any change that alters output for some input; the index stores it
 # and reindexes when it changes. ruleset_fingerprint() catches forgotten bumps.
-REDACTION_VERSION = "1.1.0"
+REDACTION_VERSION = "1.2.0"
 
 ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 # Characters a token (or a URL/assignment around it) is made of, and the
@@ -443,5 +443,10 @@ def _literal_prefix(pattern: str) -> str:
         i = nxt
     return "".join(out)
 
+
+# More vendor formats as TokenRules (vendor_rules.py imports names defined above).
+from .vendor_rules import VENDOR_TOKEN_RULES  # noqa: E402
+
+TOKEN_RULES = TOKEN_RULES + VENDOR_TOKEN_RULES
 
 _validate()
