@@ -33,8 +33,6 @@ def apply_visibility(config: Config, label: str, visibility: str) -> VisibilityC
     Raises CliError for an unknown session, or when a running daemon cannot
     be reached (the message says what to do).
     """
-    from indexer.state import StateDB
-
     try:
         lock = acquire(config.index.dir, "change visibility")
     except LockHeldError as exc:
@@ -42,43 +40,27 @@ def apply_visibility(config: Config, label: str, visibility: str) -> VisibilityC
             raise CliError(str(exc)) from None  # a one-off sync or reindex: retry when it is done
         return _through_daemon(config, label, visibility)
     try:
-        state = StateDB(config.state_db_path)
-        try:
-            record = state.session(label)
-            if record is None or not state.set_visibility(label, visibility):
-                raise CliError(f"unknown session {label!r}: sync first, or check the label (it is case-sensitive)")
-        finally:
-            state.close()
-        removed, restored = _reconcile_now(config, record.persona)
-        return VisibilityChange(label, visibility, removed, restored, via_daemon=False)
+        return _apply_here(config, label, visibility)
     finally:
         lock.release()
 
 
-def _reconcile_now(config: Config, persona: str) -> tuple[int, int]:
-    if "qmd" not in config.index.sinks:
-        return 0, 0  # every configured sink enforces scopes at query time
+def _apply_here(config: Config, label: str, visibility: str) -> VisibilityChange:
+    """No daemon runs: the same ``apply_visibility`` the daemon calls, over the
+    sinks without scopes only (LanceDB applies visibility at query time)."""
     from indexer.context import Indexer, build_sinks
-    from indexer.sync import reconcile_unscoped
-    from ledger.connection import LedgerUnavailable
+    from indexer.sync_visibility import apply_visibility as apply_to_sinks
 
-    only_unscoped = config.model_copy(update={"index": config.index.model_copy(update={"sinks": ["qmd"]})})
+    unscoped = [name for name in config.index.sinks if name == "qmd"]
+    only_unscoped = config.model_copy(update={"index": config.index.model_copy(update={"sinks": unscoped})})
     ix = Indexer(config, sinks=build_sinks(only_unscoped))
     try:
-        try:
-            reader = ix.reader()
-        except LedgerUnavailable:
-            reader = None  # removal needs no ledger; a restore waits for the next sync
-        try:
-            result = reconcile_unscoped(ix, reader, persona)
-        finally:
-            if reader is not None:
-                reader.close()
-        for sink in ix.sinks:
-            sink.after_batch()
-        return result
+        applied = apply_to_sinks(ix, label, visibility)
     finally:
         ix.close()
+    if applied is None:
+        raise CliError(f"unknown session {label!r}: sync first, or check the label (it is case-sensitive)")
+    return VisibilityChange(label, visibility, applied.removed, applied.restored, via_daemon=False)
 
 
 def _through_daemon(config: Config, label: str, visibility: str) -> VisibilityChange:
@@ -95,5 +77,6 @@ def _through_daemon(config: Config, label: str, visibility: str) -> VisibilityCh
         raise CliError(f"unknown session {label!r}: sync first, or check the label (it is case-sensitive)")
     if response.status_code >= 400:
         raise CliError(f"the daemon refused the change ({response.status_code}): {response.text}")
-    body = response.json()
-    return VisibilityChange(label, visibility, body.get("removed", 0), body.get("restored", 0), via_daemon=True)
+    # The API answers with the new visibility only; the daemon has applied it
+    # to the export before answering.
+    return VisibilityChange(label, visibility, 0, 0, via_daemon=True)
