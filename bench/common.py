@@ -28,7 +28,7 @@ def out_dir() -> Path:
     return OUT
 
 
-from indexer.model_files import sha256_file  # noqa: E402,F401  (one implementation)
+from indexer.embedding.model_files import sha256_file  # noqa: E402,F401  (one implementation)
 
 
 def sha256_json(value) -> str:

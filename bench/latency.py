@@ -155,9 +155,9 @@ class PoolEmbedder:
 
 def real_embedder(cache_dir: Path):
     """The real model (packaged MiniLM, as ``make_embedder`` loads it) with a bench-wide vector cache."""
-    from indexer.config import load_config
-    from indexer.context import make_embedder
-    from indexer.embeddings import CachedEmbedder
+    from indexer.runtime.config import load_config
+    from indexer.embedding.factory import make_embedder
+    from indexer.embedding.embedder import CachedEmbedder
 
     cache_dir.mkdir(parents=True, exist_ok=True)
     config = load_config(None, env={}, overrides={"index": {"dir": str(cache_dir)}})
@@ -174,7 +174,7 @@ def session_labels(n_sessions: int) -> list[str]:
 
 def make_docs(n_turns: int, pool: Sequence[str], start: int = 0, count: int | None = None):
     """Turn documents ``start .. start+count`` of the corpus (deterministic)."""
-    from indexer.documents import turn_document
+    from indexer.core.documents import turn_document
     from ledger.rows import MessageRow, TurnRow
 
     labels = session_labels(-(-n_turns // TURNS_PER_SESSION))
@@ -195,7 +195,7 @@ def make_docs(n_turns: int, pool: Sequence[str], start: int = 0, count: int | No
 
 
 def corpus_config(root: Path):
-    from indexer.config import load_config
+    from indexer.runtime.config import load_config
 
     return load_config(None, env={}, overrides={
         "ledger": {"path": str(root / "no-ledger.db")},  # search never opens the ledger
@@ -211,9 +211,9 @@ def build_corpus(size_name: str, n_turns: int, real, pool: Sequence[str], pool_v
 
 def _build_corpus(size_name: str, n_turns: int, real, pool: Sequence[str], pool_vecs: np.ndarray) -> dict:
     from exporters.lancedb import LanceSink
-    from indexer.chunking import CHUNKING_VERSION
-    from indexer.context import DOCUMENT_FORMAT_VERSION
-    from indexer.state import StateDB
+    from indexer.core.chunking import CHUNKING_VERSION
+    from indexer.sync.context import DOCUMENT_FORMAT_VERSION
+    from indexer.state.db import StateDB
 
     key = sha256_json({"v": CORPUS_VERSION, "n": n_turns, "pool": POOL_SIZE, "noise": NOISE,
                        "data": sha256_file(LOCOMO_PATH), "fp": real.fingerprint, "chunking": CHUNKING_VERSION,
@@ -273,7 +273,7 @@ def _build_corpus(size_name: str, n_turns: int, real, pool: Sequence[str], pool_
 
 
 def requests_for(scope: str, labels: Sequence[str], queries: Sequence[str], n: int, seed: int):
-    from indexer.search import SearchRequest
+    from indexer.search.searcher import SearchRequest
 
     rng = random.Random(seed)
     project = labels[:PROJECT_SESSIONS]
@@ -289,7 +289,7 @@ def requests_for(scope: str, labels: Sequence[str], queries: Sequence[str], n: i
 def inprocess_latency(info: dict, real, queries: Sequence[str], n: int) -> dict:
     """``n`` queries per scope; the scopes take turns query by query, so load bursts from other
     processes on this shared machine fall on every scope alike."""
-    from indexer.search import Searcher
+    from indexer.search.searcher import Searcher
 
     labels = session_labels(info["sessions"])
     searcher = Searcher(info["config"], embedder=real)
@@ -369,8 +369,8 @@ def cli_latency(info: dict, queries: Sequence[str], n: int) -> dict:
 _COLD = r"""
 import json, os, sys, time
 t0 = time.perf_counter()
-from indexer.config import load_config
-from indexer.search import SearchRequest, Searcher
+from indexer.runtime.config import load_config
+from indexer.search.searcher import SearchRequest, Searcher
 import lancedb, pyarrow  # noqa: F401 (what the CLI's search imports anyway)
 t1 = time.perf_counter()
 config = load_config(sys.argv[1])
@@ -463,11 +463,11 @@ def sync_throughput(real, lines: Sequence[str], n: int, reps: int) -> dict:
     Kinds, in alternating order: A raw embed, B the shipped sync, C the shipped sync with the length
     sort of ``_write_in_parts`` disabled (``sorted`` shadowed in ``indexer.sync``: the document order
     before commit f239372), for the record of what the sort buys."""
-    import indexer.sync as sync_mod
-    from indexer.config import load_config
-    from indexer.context import Indexer, build_sinks
-    from indexer.embeddings import CachedEmbedder
-    from indexer.sync import sync_once
+    import indexer.sync.engine as sync_mod
+    from indexer.runtime.config import load_config
+    from indexer.sync.context import Indexer, build_sinks
+    from indexer.embedding.embedder import CachedEmbedder
+    from indexer.sync.engine import sync_once
     from ledger.writer import LedgerWriter
 
     fast = real.inner
@@ -480,7 +480,7 @@ def sync_throughput(real, lines: Sequence[str], n: int, reps: int) -> dict:
     with LedgerWriter(ledger, start_ms=1_700_000_000_000, seed=5) as w:
         for i, (a, b) in enumerate(pairs):
             w.turn(f"sync-{i % 20:02d}", persona="syncbench", user=a, assistant=b)
-    from indexer.chunking import embedding_text
+    from indexer.core.chunking import embedding_text
 
     bodies = [embedding_text(f"User: {a}\n\nAssistant: {b}") for a, b in pairs]  # what the sink embeds
     tokens = [fast.count_tokens(b) for b in bodies]

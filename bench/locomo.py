@@ -48,7 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from indexer.ranking import Fusion, RankingSettings
+from indexer.core.ranking import Fusion, RankingSettings
 from bench.common import (LOCOMO_PATH, OUT, Timer, file_lock, fmt_s, log, md_table, median, percentile,
                           sha256_file, sha256_json, wait_for_redaction, write_outputs)
 
@@ -303,10 +303,11 @@ def build_index(samples: Sequence[dict], *, allow_no_redaction: bool, rebuild: b
 
 
 def _build_index(samples: Sequence[dict], *, allow_no_redaction: bool, rebuild: bool) -> Built:
-    from indexer.config import load_config
-    from indexer.context import Indexer, build_sinks, make_embedder
-    from indexer.embeddings import CachedEmbedder
-    from indexer.sync import sync_once
+    from indexer.runtime.config import load_config
+    from indexer.sync.context import Indexer, build_sinks
+    from indexer.embedding.factory import make_embedder
+    from indexer.embedding.embedder import CachedEmbedder
+    from indexer.sync.engine import sync_once
 
     key = index_key(samples)
     base = OUT / "locomo-index"
@@ -405,7 +406,7 @@ class RunResult:
 
 
 def run_searcher(searcher, qs: Sequence[Question], mode: str, name: str) -> RunResult:
-    from indexer.search import SearchRequest
+    from indexer.search.searcher import SearchRequest
 
     res = RunResult(name)
     started = time.perf_counter()
@@ -429,13 +430,13 @@ def run_searcher(searcher, qs: Sequence[Question], mode: str, name: str) -> RunR
 
 def settings_with(values: dict[str, float]):
     """The shipped ranking settings with some knobs changed (names as in KNOBS)."""
-    from indexer.ranking import SHIPPED
+    from indexer.core.ranking import SHIPPED
 
     return dataclasses.replace(SHIPPED, **{k.lower(): v for k, v in values.items()})
 
 
 def shipped_knobs() -> dict[str, float]:
-    from indexer.ranking import SHIPPED
+    from indexer.core.ranking import SHIPPED
 
     return {k: getattr(SHIPPED, k.lower()) for k in KNOBS}
 
@@ -512,7 +513,7 @@ def qmd_clis(built: Built, sample_ids: Sequence[str]) -> dict[str, object]:
 
 
 def _qmd_clis(built: Built, sample_ids: Sequence[str]) -> dict[str, object]:
-    from indexer.safe_names import safe_segment
+    from indexer.core.safe_names import safe_segment
     from tests.qmd_tool import QmdCli
 
     sessions = built.config.qmd_export_dir / safe_segment(PERSONA) / "sessions"
@@ -544,7 +545,7 @@ def _qmd_dias(hits: list[dict], sample_id: str) -> list[str]:
 
 
 def run_qmd(clis: dict, qs: Sequence[Question], variant: str, workers: int = 2) -> RunResult:
-    from indexer.search import query_terms
+    from indexer.search.searcher import query_terms
 
     def one(q: Question) -> tuple[list[str], float]:
         cli = clis[q.sample_id]
@@ -751,8 +752,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         wait_for_redaction(args.wait_redaction, log=log)
     started = time.perf_counter()
 
-    from indexer import time_hints
-    from indexer.search import Searcher
+    from indexer.core import time_hints
+    from indexer.search.searcher import Searcher
 
     data = json.loads(LOCOMO_PATH.read_text(encoding="utf-8"))
     samples = data[: args.limit_samples] if args.limit_samples else data

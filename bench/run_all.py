@@ -90,7 +90,7 @@ def header(results: dict[str, dict], quick: bool, only: str | None = None) -> st
     m = machine()
     model = "sentence-transformers/all-MiniLM-L6-v2 (int8 ONNX, packaged, fastembed)"
     try:
-        from indexer import model_files
+        from indexer.embedding import model_files
 
         model = f"{model_files.MODEL_NAME} (int8 ONNX, packaged, fastembed; fingerprint `{model_files.FINGERPRINT}`)"
     except Exception:

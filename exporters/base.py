@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from indexer.types import Document
+from indexer.core.types import Document
 
 
 class SinkError(RuntimeError):

@@ -46,8 +46,8 @@ from typing import Any
 import structlog
 
 from exporters.base import SinkError
-from indexer.safe_names import safe_segment
-from indexer.types import Document
+from indexer.core.safe_names import safe_segment
+from indexer.core.types import Document
 
 __all__ = ["HEADER_LINES", "QmdExporter", "QmdRebuild", "UpdateResult"]
 

@@ -8,9 +8,9 @@ content hash of the text.
 
 from __future__ import annotations
 
-from indexer.documents import content_hash
-from indexer.safe_names import safe_segment
-from indexer.types import DocKind, Document, Source
+from indexer.core.documents import content_hash
+from indexer.core.safe_names import safe_segment
+from indexer.core.types import DocKind, Document, Source
 
 
 def document(body: str, *, path: str | None = None, persona: str = "atlas", session: str | None = "s1",

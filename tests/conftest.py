@@ -15,7 +15,7 @@ os.environ.setdefault("LANCEDB_LOG", "error")
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from indexer.config import load_config  # noqa: E402
+from indexer.runtime.config import load_config  # noqa: E402
 from ledger.writer import LedgerWriter  # noqa: E402
 
 

@@ -15,9 +15,9 @@ import threading
 import time
 from pathlib import Path
 
-from indexer.config import load_config
-from indexer.daemon import Daemon
-from indexer.demo import write_demo
+from indexer.runtime.config import load_config
+from indexer.service.daemon import Daemon
+from indexer.cli.demo import write_demo
 
 _lock = threading.Lock()
 _daemon: Daemon | None = None
@@ -32,9 +32,10 @@ def real_daemon() -> Daemon:
 
 
 def _start() -> Daemon:
-    from indexer.context import make_embedder, open_indexer
-    from indexer.metrics import Metrics
-    from indexer.search import Searcher
+    from indexer.sync.context import open_indexer
+    from indexer.embedding.factory import make_embedder
+    from indexer.service.metrics import Metrics
+    from indexer.search.searcher import Searcher
 
     root = Path(tempfile.mkdtemp(prefix="api-real-"))
     config = load_config(write_demo(root / "demo"), env={})

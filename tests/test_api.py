@@ -24,11 +24,11 @@ import structlog
 from fastapi.testclient import TestClient
 from structlog.testing import capture_logs
 
-from indexer.api import ADMIN_DISABLED, API_VERSION, ApiBackend, ApiError, create_app
-from indexer.metrics import Metrics
-from indexer.retrieval import DocumentNotFound, GetResult
-from indexer.scopes import Scope
-from indexer.search import SearchError, SearchRequest, SearchResponse, SearchResult
+from indexer.service.api import ADMIN_DISABLED, API_VERSION, ApiBackend, ApiError, create_app
+from indexer.service.metrics import Metrics
+from indexer.search.retrieval import DocumentNotFound, GetResult
+from indexer.core.scopes import Scope
+from indexer.search.searcher import SearchError, SearchRequest, SearchResponse, SearchResult
 
 TOKEN = "s3cret-admin-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -701,7 +701,7 @@ def _raw_http(port: int, request: bytes) -> tuple[int, bytes]:
 def test_serves_under_uvicorn_in_a_thread(backend):
     import httpx
 
-    from indexer.api import ApiServer
+    from indexer.service.api import ApiServer
 
     app = create_app(backend, admin_token=TOKEN, max_request_bytes=2_000)
     server = ApiServer(app, "127.0.0.1", 0)

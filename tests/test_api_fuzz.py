@@ -20,7 +20,7 @@ import hypothesis
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-from indexer.api import create_app
+from indexer.service.api import create_app
 from tests.real_backend import LazyBackend
 from tests.test_api import TOKEN, FakeBackend
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from indexer.api import create_app
+from indexer.service.api import create_app
 from tests.real_backend import real_daemon
 
 TOKEN = "real-backend-token"

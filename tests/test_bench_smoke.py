@@ -125,10 +125,10 @@ def test_helpers():
 def test_locomo_pipeline_end_to_end_with_fake_embedder(tmp_path: Path):
     from fake_embedder import FakeEmbedder
 
-    from indexer.config import load_config
-    from indexer.context import Indexer, build_sinks
-    from indexer.search import Searcher
-    from indexer.sync import sync_once
+    from indexer.runtime.config import load_config
+    from indexer.sync.context import Indexer, build_sinks
+    from indexer.search.searcher import Searcher
+    from indexer.sync.engine import sync_once
 
     db = tmp_path / "ledger.db"
     assert L.write_ledger([MINI], db) == 5
@@ -235,7 +235,7 @@ def test_summary_reads_the_result_files_and_flags_misses(tmp_path, monkeypatch):
 
 
 def test_the_locomo_grid_passes_settings_instead_of_patching_globals(monkeypatch):
-    from indexer import ranking
+    from indexer.core import ranking
 
     class FakeSearcher:
         pass

@@ -8,8 +8,8 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from indexer import model_files
-from indexer.chunking import MAX_CHARS_PER_TOKEN, CHUNKING_VERSION, DEFAULT_MAX_TOKENS, DEFAULT_OVERLAP_TOKENS, chunk_document
+from indexer.embedding import model_files
+from indexer.core.chunking import MAX_CHARS_PER_TOKEN, CHUNKING_VERSION, DEFAULT_MAX_TOKENS, DEFAULT_OVERLAP_TOKENS, chunk_document
 
 _TOK = re.compile(r"\w+|[^\w\s]")
 
@@ -160,7 +160,7 @@ def test_real_tokenizer_limits_hold() -> None:
 
 
 def test_embedding_text_drops_role_labels_only():
-    from indexer.chunking import embedding_text
+    from indexer.core.chunking import embedding_text
 
     text = "User: what is the plan?\n\nAssistant: ship on Friday.\nUser:no space\n  User: indented\nSummary: done"
     assert embedding_text(text) == "what is the plan?\n\nship on Friday.\nUser:no space\n  User: indented\ndone"
@@ -171,7 +171,7 @@ def test_the_sink_embeds_chunks_without_role_labels(tmp_path):
     from fake_embedder import FakeEmbedder
 
     from exporters.lancedb import LanceSink
-    from indexer.types import DocKind, Document, Source
+    from indexer.core.types import DocKind, Document, Source
 
     seen: list[str] = []
 

@@ -62,7 +62,7 @@ def test_missing_ledger_exits_1_with_what_to_do(tmp_path):
 
 
 def test_second_writer_is_refused(tmp_path):
-    from indexer.lock import acquire
+    from indexer.state.lock import acquire
 
     demo = tmp_path / "demo"
     cli("demo", "--dir", str(demo), check=True)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from indexer.config import ConfigError, load_config
+from indexer.runtime.config import ConfigError, load_config
 
 
 def write(tmp_path: Path, text: str) -> Path:

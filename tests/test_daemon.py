@@ -155,9 +155,9 @@ def setup(tmp_path):
 
 
 def lance_rows(index_dir: Path, persona: str = "atlas") -> list[dict]:
-    from exporters.lancedb import open_reader
+    from exporters.lancedb import open_retriever
 
-    reader = open_reader(index_dir / "lancedb")
+    reader = open_retriever(index_dir / "lancedb")
     table = reader.active_table(persona)
     rows = table.to_arrow().select(["id", "path", "chunk_index"]).to_pylist() if table is not None else []
     reader.close()

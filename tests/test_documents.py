@@ -7,8 +7,8 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from indexer.documents import Skip, compaction_document, one_line, turn_document
-from indexer.safe_names import MAX_LEN, safe_segment, turn_path
+from indexer.core.documents import Skip, compaction_document, one_line, turn_document
+from indexer.core.safe_names import MAX_LEN, safe_segment, turn_path
 from ledger.rows import CompactionRow, MessageRow, TurnRow
 
 SAFE = re.compile(r"[A-Za-z0-9._-]+")

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from fake_embedder import FakeEmbedder
 
-from indexer import model_files
-from indexer.embeddings import CachedEmbedder, Embedder, FastEmbedder
+from indexer.embedding import model_files
+from indexer.embedding.embedder import CachedEmbedder, Embedder, FastEmbedder
 
 
 @pytest.fixture(scope="module")

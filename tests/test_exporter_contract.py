@@ -8,7 +8,7 @@ import pytest
 from exporters.base import Exporter, Rebuild
 from exporters.lancedb import LanceSink
 from exporters.qmd import QmdExporter
-from indexer.types import Document
+from indexer.core.types import Document
 from tests.builders import document
 from tests.fake_embedder import FakeEmbedder
 

@@ -26,14 +26,13 @@ from exporters.lancedb import (
     ACTIVE_FILE,
     RESULT_COLUMNS,
     LanceSink,
-    open_reader,
-    reader_paths,
-    reader_read,
+    open_retriever,
     sql_in,
     sql_str,
     table_name,
 )
-from indexer.types import DocKind, Document, Source
+from exporters.lancedb.rows import document_chunks, document_rows
+from indexer.core.types import DocKind, Document, Source
 
 REPO = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
@@ -234,16 +233,16 @@ def test_fts_finds_a_freshly_upserted_row(sink: LanceSink) -> None:
 
 def test_reader_in_another_handle_sees_new_commits(sink: LanceSink) -> None:
     sink.upsert("atlas", [mkdoc("a.md", "User: one")])
-    reader = open_reader(sink.db_dir)
+    reader = open_retriever(sink.db_dir)
     assert reader.personas() == ["atlas"]
     rt = reader.active_table("atlas")
     assert rt.count_rows() == 1
     sink.upsert("atlas", [mkdoc("b.md", "User: two")])
     assert rt.count_rows() == 2  # same handle, next commit visible (read_consistency_interval=0)
-    assert reader_paths(rt) == {"a.md", "b.md"}
-    assert reader_read(rt, "b.md").endswith("User: two")
+    assert reader.paths("atlas") == {"a.md", "b.md"}
+    assert reader.read("atlas", "b.md").endswith("User: two")
     sink.delete("atlas", ["a.md"])
-    assert reader_paths(reader.active_table("atlas")) == {"b.md"}
+    assert reader.paths("atlas") == {"b.md"}
     assert reader.active_table("nobody") is None
     assert reader.meta("atlas")["fingerprint"] == sink.embedder.fingerprint
 
@@ -253,17 +252,17 @@ def test_reader_in_another_handle_sees_new_commits(sink: LanceSink) -> None:
 
 def test_rebuild_commit_switches_atomically(sink: LanceSink) -> None:
     sink.upsert("atlas", [mkdoc("old1.md", "User: old one"), mkdoc("old2.md", "User: old two")])
-    reader = open_reader(sink.db_dir)
+    reader = open_retriever(sink.db_dir)
     old_name = reader.meta("atlas")["table"]
     rb = sink.rebuild("atlas")
     rb.upsert([mkdoc("new1.md", long_body(10))])
     rb.upsert([mkdoc("new2.md", "User: new two")])
     # Invisible until commit: search answers from the old table.
     assert sink.paths("atlas") == {"old1.md", "old2.md"}
-    assert reader_paths(reader.active_table("atlas")) == {"old1.md", "old2.md"}
+    assert reader.paths("atlas") == {"old1.md", "old2.md"}
     rb.commit()
     assert sink.paths("atlas") == {"new1.md", "new2.md"}
-    assert reader_paths(reader.active_table("atlas")) == {"new1.md", "new2.md"}
+    assert reader.paths("atlas") == {"new1.md", "new2.md"}
     meta = reader.meta("atlas")
     assert meta["generation"] == 2 and meta["table"] == table_name("atlas", 2)
     assert sink.table_stats("atlas").unindexed_rows == 0  # commit folded the rows into the indexes
@@ -384,9 +383,10 @@ CHILD = textwrap.dedent(
     from fake_embedder import FakeEmbedder
     from test_lancedb_sink import crash_batch
     from exporters.lancedb import LanceSink
+    from exporters.lancedb.rows import document_rows
     s = LanceSink({db!r}, FakeEmbedder(), chunk_max_tokens=24, chunk_overlap=6, optimize_every=10**9,
                   small_fragment_limit=10**9)
-    sets = [s._rows("atlas", crash_batch(r)) for r in (0, 1)]
+    sets = [document_rows("atlas", crash_batch(r), s.embedder, s.chunk_settings) for r in (0, 1)]
     tbl = s._live("atlas", create=True)
     rnd = 0
     while True:
@@ -404,7 +404,7 @@ def test_sigkill_mid_upsert_leaves_a_readable_table_and_rerun_converges(tmp_path
     script = tmp_path / "child.py"
     script.write_text(CHILD.format(repo=str(REPO), tests=str(TESTS), db=str(db)))
     probe = LanceSink(tmp_path / "probe", FakeEmbedder(), chunk_max_tokens=24, chunk_overlap=6)
-    versions = [{d.path: len(probe._chunks(d)) for d in crash_batch(r)} for r in (0, 1)]
+    versions = [{d.path: len(document_chunks(d, probe.embedder, probe.chunk_settings)) for d in crash_batch(r)} for r in (0, 1)]
     assert versions[0] != versions[1]
     killed_mid_merge = 0
     for delay in (0.0, 0.02, 0.05):
@@ -445,10 +445,10 @@ def test_sigkill_mid_upsert_leaves_a_readable_table_and_rerun_converges(tmp_path
     final = [mkdoc(f"d{i}.md", long_body(1 + i % 9, "final")) for i in range(N_CRASH_DOCS)]
     s.upsert("atlas", final)
     s.upsert("atlas", final)
-    assert chunk_counts(s) == {d.path: len(s._chunks(d)) for d in final}
+    assert chunk_counts(s) == {d.path: len(document_chunks(d, s.embedder, s.chunk_settings)) for d in final}
     assert s.active_table("atlas").count_rows("text NOT LIKE '%final%'") == 0
     s.maintain()
-    assert chunk_counts(s) == {d.path: len(s._chunks(d)) for d in final}
+    assert chunk_counts(s) == {d.path: len(document_chunks(d, s.embedder, s.chunk_settings)) for d in final}
 
 
 # --------------------------------------------------------------------------- real model end to end
@@ -457,7 +457,7 @@ def test_sigkill_mid_upsert_leaves_a_readable_table_and_rerun_converges(tmp_path
 def test_real_model_end_to_end(tmp_path: Path) -> None:
     from lancedb.rerankers import RRFReranker
 
-    from indexer.embeddings import CachedEmbedder, FastEmbedder
+    from indexer.embedding.embedder import CachedEmbedder, FastEmbedder
 
     inner = FastEmbedder()
     emb = CachedEmbedder(inner, tmp_path / "embed-cache.sqlite")

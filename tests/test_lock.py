@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from indexer.lock import LOCK_NAME, Holder, LockHeldError, WriterLock, acquire, read_holder
+from indexer.state.lock import LOCK_NAME, Holder, LockHeldError, WriterLock, acquire, read_holder
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,7 +21,7 @@ HOLDER_SCRIPT = textwrap.dedent(
     """
     import sys, time
     sys.path.insert(0, {root!r})
-    from indexer.lock import acquire
+    from indexer.state.lock import acquire
     lock = acquire(sys.argv[1], sys.argv[2])
     print("locked", flush=True)
     if sys.argv[3] == "exit":
@@ -48,7 +48,7 @@ def _try_acquire_in_subprocess(index_dir: Path, role: str = "sync") -> subproces
         f"""
         import sys
         sys.path.insert(0, {str(ROOT)!r})
-        from indexer.lock import acquire, LockHeldError
+        from indexer.state.lock import acquire, LockHeldError
         try:
             with acquire({str(index_dir)!r}, {role!r}):
                 print("acquired")

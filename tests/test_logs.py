@@ -11,7 +11,7 @@ from datetime import datetime
 import pytest
 import structlog
 
-from indexer.logs import RateLimitedLogger, RateLimiter, configure_logging, parse_level, should_log, use_json
+from indexer.runtime.logs import RateLimitedLogger, RateLimiter, configure_logging, parse_level, should_log, use_json
 
 
 class FakeTTY(io.StringIO):

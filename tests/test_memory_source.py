@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from exporters.qmd import QmdExporter
-from indexer.context import Indexer
-from indexer.memory_source import list_memory_files
-from indexer.sync import sync_once
+from indexer.sync.context import Indexer
+from indexer.sync.memory_source import list_memory_files
+from indexer.sync.engine import sync_once
 
 
 def test_memory_files_follow_the_workspace(writer, config_factory, tmp_path):

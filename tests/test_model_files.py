@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from indexer import model_files as mf
+from indexer.embedding import model_files as mf
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -143,7 +143,7 @@ def test_packaged_model_dir_prefers_a_valid_default(tmp_path: Path, monkeypatch:
 
 def test_cli_check(tmp_path: Path) -> None:
     r = subprocess.run(
-        [sys.executable, "-m", "indexer.model_files", "check", "--dest", str(tmp_path)],
+        [sys.executable, "-m", "indexer.embedding.model_files", "check", "--dest", str(tmp_path)],
         cwd=REPO, capture_output=True, text=True, timeout=60,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from exporters.base import Exporter, Rebuild, SinkError
 from exporters import qmd as qmd_mod
 from exporters.qmd import HEADER_LINES, QmdExporter, UpdateResult
-from indexer.safe_names import safe_segment
-from indexer.types import DocKind, Document, Source
+from indexer.core.safe_names import safe_segment
+from indexer.core.types import DocKind, Document, Source
 
 try:
     from tests.qmd_tool import QmdCli

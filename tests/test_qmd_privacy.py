@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from exporters.qmd import QmdExporter
-from indexer.context import open_indexer
-from indexer.sync import sync_once
-from indexer.visibility import apply_visibility
+from indexer.sync.context import open_indexer
+from indexer.sync.engine import sync_once
+from indexer.cli.visibility import apply_visibility
 from ledger.writer import LedgerWriter
 from tests.conftest import make_config
 from tests.qmd_tool import QmdCli
@@ -112,8 +112,8 @@ def test_deleted_sessions_are_never_exported(tmp_path: Path):
 def test_visibility_waits_for_a_running_sync_with_a_clear_message(tmp_path: Path):
     import pytest
 
-    from indexer.cli_common import CliError
-    from indexer.lock import acquire
+    from indexer.cli.common import CliError
+    from indexer.state.lock import acquire
 
     ledger = tmp_path / "agents.db"
     with LedgerWriter(ledger, seed=8) as w:

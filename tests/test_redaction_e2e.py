@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from indexer.config import load_config
-from indexer.context import Indexer, build_sinks, make_embedder
-from indexer.search import SearchRequest, Searcher
-from indexer.sync import sync_once
+from indexer.runtime.config import load_config
+from indexer.sync.context import Indexer, build_sinks
+from indexer.embedding.factory import make_embedder
+from indexer.search.searcher import SearchRequest, Searcher
+from indexer.sync.engine import sync_once
 from ledger.writer import LedgerWriter, ToolUse
 
 PEM_BODY = ("MIIEowIBAAKCAQEA0Zp2kqg7bJ3kU5t3eWmX1b7YxC8d0p5Qh0v6cX9u2T3n8r1s\n"

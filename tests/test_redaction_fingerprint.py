@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import redaction.rules as rules
-from indexer.config import load_config
-from indexer.context import make_redactor
+from indexer.runtime.config import load_config
+from indexer.sync.context import make_redactor
 from redaction import REDACTION_VERSION, ruleset_fingerprint
 
 

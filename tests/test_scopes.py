@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from exporters.lancedb import LanceSink
-from indexer.config import load_config
-from indexer.context import Indexer
-from indexer.scopes import Scope, ScopeError, ScopeFacts, resolve
-from indexer.search import SearchRequest, Searcher
-from indexer.sync import sync_once
+from indexer.runtime.config import load_config
+from indexer.sync.context import Indexer
+from indexer.core.scopes import Scope, ScopeError, ScopeFacts, resolve
+from indexer.search.searcher import SearchRequest, Searcher
+from indexer.sync.engine import sync_once
 from ledger.writer import LedgerWriter
 from tests.fake_embedder import FakeEmbedder
 
@@ -99,7 +99,7 @@ def test_no_result_is_ever_outside_scope(world, persona, caller, scope, vis, pro
     request = dict(query="zebra", persona=persona, session=caller_label, scope=scope.value, sources=sorted(sources),
                    max_results=100, mode=mode)
     if scope is not Scope.PERSONA and caller is None:
-        from indexer.search import SearchError
+        from indexer.search.searcher import SearchError
 
         with pytest.raises(SearchError):
             searcher.search(SearchRequest(**request))

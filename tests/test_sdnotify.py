@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from indexer.sdnotify import Notifier, notify_socket_address, watchdog_interval
+from indexer.service.sdnotify import Notifier, notify_socket_address, watchdog_interval
 
 
 def _recv(sock: socket.socket) -> dict[str, str]:
@@ -118,7 +118,7 @@ def test_send_failure_never_raises_and_is_logged_once(tmp_path):
 
     import structlog
 
-    from indexer.logs import configure_logging
+    from indexer.runtime.logs import configure_logging
 
     root = logging.getLogger()
     before = list(root.handlers)

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from indexer.config import load_config
-from indexer.context import Indexer, build_sinks, make_embedder
-from indexer.demo import write_demo
-from indexer.retrieval import DocumentNotFound, get_document
-from indexer.search import SearchRequest, Searcher, snippet_for
-from indexer.sync import sync_once
+from indexer.runtime.config import load_config
+from indexer.sync.context import Indexer, build_sinks
+from indexer.embedding.factory import make_embedder
+from indexer.cli.demo import write_demo
+from indexer.search.retrieval import DocumentNotFound, get_document
+from indexer.search.searcher import SearchRequest, Searcher, snippet_for
+from indexer.sync.engine import sync_once
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -96,7 +97,7 @@ def test_personas_are_isolated(demo):
 
 
 def test_secrets_never_reach_results(demo):
-    from indexer.demo import DEMO_SECRETS
+    from indexer.cli.demo import DEMO_SECRETS
 
     _, _, searcher, _ = demo
     for q in ("deploy env AWS key", "billing connect postgres"):

@@ -13,10 +13,10 @@ import json
 import pytest
 from fake_embedder import FakeEmbedder
 
-from exporters.lancedb import ACTIVE_FILE, SCHEMA_VERSION, open_reader
-from indexer.context import Indexer, build_sinks
-from indexer.search import SearchRequest, Searcher
-from indexer.sync import sync_once
+from exporters.lancedb import ACTIVE_FILE, SCHEMA_VERSION, open_retriever
+from indexer.sync.context import Indexer, build_sinks
+from indexer.search.searcher import SearchRequest, Searcher
+from indexer.sync.engine import sync_once
 
 DAY = 86_400_000
 T0 = int(dt.datetime(2025, 3, 3, 12, tzinfo=dt.timezone.utc).timestamp() * 1000)
@@ -39,7 +39,7 @@ def ask(config, embedder, query, **kw):
 
 
 def rows(config):
-    reader = open_reader(config.lancedb_dir)
+    reader = open_retriever(config.lancedb_dir)
     try:
         return reader.active_table("atlas").to_arrow().select(["turn_id", "session", "turn_seq"]).to_pylist()
     finally:
@@ -115,7 +115,7 @@ def test_context_never_crosses_the_scope(writer, config_factory):
     config = config_factory(sinks=("lancedb",))
     embedder = FakeEmbedder()
     index(config, embedder)
-    from indexer.state import StateDB
+    from indexer.state.db import StateDB
 
     state = StateDB(config.state_db_path)
     try:

@@ -12,11 +12,12 @@ import pytest
 from fastapi.testclient import TestClient
 from structlog.testing import capture_logs
 
-from indexer.config import load_config
-from indexer.context import Indexer, build_sinks, make_embedder
-from indexer.demo import write_demo
-from indexer.search import SearchError, SearchRequest, Searcher
-from indexer.sync import sync_once
+from indexer.runtime.config import load_config
+from indexer.sync.context import Indexer, build_sinks
+from indexer.embedding.factory import make_embedder
+from indexer.cli.demo import write_demo
+from indexer.search.searcher import SearchError, SearchRequest, Searcher
+from indexer.sync.engine import sync_once
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,7 @@ def broken_fts(tmp_path_factory):
     ix = Indexer(config, sinks=build_sinks(config, embedder=embedder))
     sync_once(ix)
     searcher = Searcher(config, embedder=embedder, state=ix.state)
-    table = searcher.reader.active_table("atlas")
+    table = searcher.retriever.active_table("atlas")
     fts = [i for i in table.list_indices() if i.columns == ["text"] and str(i.index_type) == "FTS"]
     assert len(fts) == 1, table.list_indices()
     # The index files vanish under the manifest that names them (a disk fault,
@@ -59,8 +60,8 @@ def test_keyword_mode_fails_with_a_clear_error(broken_fts):
 
 
 def test_the_api_carries_the_warning_and_counts_it(broken_fts):
-    from indexer.api import create_app
-    from indexer.metrics import Metrics
+    from indexer.service.api import create_app
+    from indexer.service.metrics import Metrics
 
     config, ix, searcher = broken_fts
 

@@ -10,8 +10,8 @@ import time
 import httpx
 import pytest
 
-from indexer.config import load_config
-from indexer.daemon import Daemon
+from indexer.runtime.config import load_config
+from indexer.service.daemon import Daemon
 from ledger.writer import LedgerWriter
 
 

@@ -12,10 +12,10 @@ import pytest
 
 from exporters.base import SinkError
 from exporters.qmd import QmdExporter
-from indexer.context import Indexer
-from indexer.safe_names import safe_segment
-from indexer.state import CURSOR_KEY
-from indexer.sync import sync_once
+from indexer.sync.context import Indexer
+from indexer.core.safe_names import safe_segment
+from indexer.state.db import CURSOR_KEY
+from indexer.sync.engine import sync_once
 from ledger.writer import ToolUse
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from exporters.qmd import QmdExporter
-from indexer.status import status_report
-from indexer.sync import sync_once, truncated_documents
+from indexer.service.status import status_report
+from indexer.sync.engine import sync_once, truncated_documents
 from tests.test_sync import expected_paths, make_indexer  # noqa: F401  (fixture)
 
 
@@ -96,7 +96,7 @@ def test_many_bad_turns_are_compared_a_slice_per_pass(writer, make_indexer, monk
     compared within a few passes, each pass reads a bounded slice."""
     import json
 
-    import indexer.sync as sync_mod
+    import indexer.sync.engine as sync_mod
 
     monkeypatch.setattr(sync_mod, "BAD_CHECKS_PER_PASS", 5)
     t = writer.turn("ghosts", user="real", assistant="real")
@@ -143,7 +143,7 @@ def test_a_bad_turn_is_retried_when_its_session_gets_a_new_turn(writer, make_ind
 def test_a_label_that_is_not_utf8_is_indexed_by_the_tail_as_by_a_backfill(writer, make_indexer, ledger_path,
                                                                            config_factory, tmp_path):
     from exporters.qmd import QmdExporter
-    from indexer.context import Indexer
+    from indexer.sync.context import Indexer
 
     writer.turn("first", user="warm up", assistant="ok")
     ix = make_indexer()
@@ -168,8 +168,8 @@ def test_a_label_that_is_not_utf8_is_indexed_by_the_tail_as_by_a_backfill(writer
 def test_a_replaced_ledger_is_a_new_source(writer, make_indexer, ledger_path, tmp_path):
     """Personas the new ledger does not hold leave every store; counters of the
     old ledger (pending turns, bad rows) do not carry over."""
-    from indexer.context import build_sinks
-    from indexer.search import SearchRequest, Searcher
+    from indexer.sync.context import build_sinks
+    from indexer.search.searcher import SearchRequest, Searcher
     from tests.test_sync import replace_ledger
 
     writer.turn("main", user="atlas remembers the canary plan", assistant="ok")
@@ -225,7 +225,7 @@ def test_a_full_disk_is_reported_by_its_root_cause(writer, make_indexer):
     """SQLITE_FULL for real: the state DB may not grow by one page (max_page_count)."""
     import pytest
 
-    from indexer.errors import describe
+    from indexer.core.errors import describe
 
     writer.turn("main", user="first", assistant="ok")
     ix = make_indexer()
@@ -266,7 +266,7 @@ def test_a_long_ancestry_of_dangling_ids_is_one_warning(writer, make_indexer):
 def test_a_state_db_of_the_previous_schema_gains_the_bad_row_fingerprints(tmp_path):
     import sqlite3
 
-    from indexer.state import StateDB
+    from indexer.state.db import StateDB
 
     path = tmp_path / "state.sqlite"
     con = sqlite3.connect(path)

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from exporters.qmd import QmdExporter
-from indexer.context import open_indexer
-from indexer.sync import sync_once
-from indexer.sync_visibility import apply_visibility
+from indexer.sync.context import open_indexer
+from indexer.sync.engine import sync_once
+from indexer.sync.visibility import apply_visibility
 from ledger.writer import LedgerWriter
 from tests.conftest import make_config
 from tests.qmd_tool import QmdCli

@@ -173,7 +173,7 @@ def test_config_example_matches_the_unit(unit):
 
 
 def test_config_example_loads_with_the_real_loader():
-    from indexer.config import load_config
+    from indexer.runtime.config import load_config
 
     config = load_config(CONFIG_EXAMPLE, env={})
     assert str(config.ledger.path) == "/var/lib/nexus/state/data/agents.db"
@@ -223,7 +223,7 @@ def _parse_env_file(path: Path) -> tuple[dict[str, str], str]:
 
 
 def test_env_example_every_override_is_accepted(tmp_path):
-    from indexer.config import load_config
+    from indexer.runtime.config import load_config
 
     text = ENV_EXAMPLE.read_text()
     uncommented = re.sub(r"(?m)^#(LEDGER_INDEXER_)", r"\1", text)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from indexer.time_hints import DAY_MS, TimeHints, Window, parse
+from indexer.core.time_hints import DAY_MS, TimeHints, Window, parse
 
 NOW = dt.datetime(2026, 11, 21, 15, 30, tzinfo=dt.timezone.utc)  # a Saturday
 

@@ -1,0 +1,1 @@
+"""Sinks: one ``Exporter`` protocol (base.py) and one backend per package."""

@@ -1,0 +1,91 @@
+"""LanceDB sink: chunks + vectors + full-text index, one table per persona.
+
+Layout of ``db_dir`` (``<index_dir>/lancedb``)::
+
+    active.json                     persona -> live table (atomic pointer, see below)
+    <table>.lance/                  one Lance dataset per persona and generation
+
+Table names
+-----------
+Persona ids are arbitrary strings, so a table is named
+:func:`table_name` ``(persona, generation)`` = ``mem_<slug>_<sha256(persona)[:12]>_g<generation>``
+(``slug``: up to 24 of ``[a-z0-9-]`` for humans; the hash makes it unique and
+safe). ``active.json`` maps each persona to its live table; it is replaced
+atomically (temp file + fsync + ``os.replace``) and read by readers at query
+time, which is how a forced reindex switches tables without downtime::
+
+    {"format": 1,
+     "personas": {"<persona id>": {"table": "mem_atlas_1a2b3c4d5e6f_g2", "generation": 2,
+                                   "fingerprint": "<embedder fingerprint>", "dim": 384,
+                                   "chunking": "lines-v1/200/40", "updated_ms": 1732170000000}},
+     "retired":  [{"table": "mem_atlas_1a2b3c4d5e6f_g1", "persona": "<persona id>", "retired_ms": ...}]}
+
+Retired tables are dropped by :meth:`LanceSink.maintain` once ``retire_grace``
+(10 min) has passed, so a reader that read the old pointer just before a swap
+finishes its query.
+
+Row schema (one row per chunk; the retriever queries this)
+----------------------------------------------------------
+=============  ==========================  ==================================================
+column         type                        meaning
+=============  ==========================  ==================================================
+id             string, not null            ``"<path>#<chunk_index>"`` (merge key, BTREE)
+path           string, not null            document index path (BTREE)
+chunk_index    int32, not null             0..n-1 within the document
+source         string, not null            ``sessions`` | ``memory`` (BITMAP)
+persona        string, not null            ledger ``persona_id``, raw (constant per table)
+session        string, nullable            ledger session label, raw; null for memory (BITMAP)
+turn_id        string, nullable            ledger turn id
+kind           string, not null            ``turn`` | ``compaction`` | ``memory`` (BITMAP)
+start_line     int32, not null             1-based first line of the chunk in the document text
+end_line       int32, not null             1-based last line (inclusive)
+text           string, not null            the chunk's text (FTS-indexed; snippet source)
+doc_text       string, not null            full document text on chunk 0, ``""`` elsewhere
+title          string, not null            document title on chunk 0, ``""`` elsewhere
+timestamp_ms   int64, nullable             turn completion time (ms since epoch) (BTREE)
+turn_seq       int32, nullable             the turn's position in its session's thread; null for memory
+content_hash   string, not null            ``Document.content_hash`` (same on every chunk)
+vector         fixed_size_list<float32>[dim]  L2-normalised embedding of ``text`` without role labels (``embedding_text``)
+=============  ==========================  ==================================================
+
+Indexes: FTS on ``text`` (``simple`` tokenizer, English stemming, stop words,
+lower-case, ASCII folding, ``with_position=False``: phrase queries in quotes
+are *not* supported, pass plain terms or ``MatchQuery``), BTREE on ``id`` and
+``path`` and ``timestamp_ms`` (the date prefilter of search), BITMAP on ``session``, ``kind`` and ``source``. No vector index: a
+flat scan is ~50 ms at 100k rows and prefiltered queries are a few ms
+(research/lancedb.md §4). Vectors are unit length: use ``distance_type``
+``cosine`` (or ``l2``/``dot``; they rank identically).
+
+Chunks embed the document *body* only (``Document.body_start_line`` on), so
+forks whose headers differ share embeddings through the cache; line numbers
+refer to the whole ``Document.text``. The full text is stored once, in chunk
+0's ``doc_text``: reassembling it from overlapping, edge-trimmed, possibly
+split chunks would be fragile, and the header is in no chunk.
+
+Writes
+------
+``upsert`` de-duplicates the batch by path (last wins), embeds the chunks and
+applies them with one ``merge_insert("id")`` per 500 documents:
+update matched, insert new, and ``when_not_matched_by_source_delete("path IN
+(...)")`` removes the chunks a shrunken document no longer has, all in one
+atomic commit. A process killed mid-write leaves the table at its previous
+version (readable); replaying the batch converges. Partial ``data/.tmp*``
+files such a kill leaves are swept at open (and by ``maintain`` when older
+than 30 min). ``maintain()`` runs ``optimize(cleanup_older_than=10 min)``; it
+also runs by itself every ``optimize_every`` commits or when a table has more
+than ``small_fragment_limit`` small fragments.
+
+Readers in other processes use :class:`Retriever` (:func:`open_retriever`, ``read_consistency_interval=0``).
+"""
+
+from exporters.lancedb.pointer import ACTIVE_FILE
+from exporters.lancedb.rebuild import LanceRebuild
+from exporters.lancedb.retriever import FtsUnavailable, Retriever, open_retriever
+from exporters.lancedb.schema import RESULT_COLUMNS, SCHEMA_VERSION, TableBuild, make_schema, sql_in, sql_str, table_name
+from exporters.lancedb.sink import LanceSink, SinkStats
+from exporters.lancedb.store import sweep_tmp_files
+
+__all__ = [
+    "ACTIVE_FILE", "FtsUnavailable", "LanceRebuild", "LanceSink", "RESULT_COLUMNS", "Retriever", "SCHEMA_VERSION",
+    "SinkStats", "TableBuild", "make_schema", "open_retriever", "sql_in", "sql_str", "sweep_tmp_files", "table_name",
+]

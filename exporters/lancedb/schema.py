@@ -1,0 +1,146 @@
+"""The table's columns, indexes and names, and SQL literals for its filters (see the package docstring)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from lancedb.index import FTS, Bitmap, BTree
+
+#: Version of the table's columns (2: ``turn_seq``); a table of another version is rebuilt.
+SCHEMA_VERSION = 2
+TABLE_PREFIX = "mem_"
+
+FTS_CONFIG = dict(
+    with_position=False,
+    base_tokenizer="simple",
+    language="English",
+    lower_case=True,
+    stem=True,
+    remove_stop_words=True,
+    ascii_folding=True,
+)
+#: column -> index config factory; index names are lancedb's default ``<column>_idx``.
+INDEXES: dict[str, Any] = {
+    "text": lambda: FTS(**FTS_CONFIG),
+    "id": BTree,
+    "path": BTree,
+    "timestamp_ms": BTree,
+    "session": Bitmap,
+    "kind": Bitmap,
+    "source": Bitmap,
+}
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def _clean(s: str) -> str:
+    """Valid UTF-8 for Arrow and the SQL parser: lone surrogates become U+FFFD."""
+    return _SURROGATES.sub("\ufffd", s) if _SURROGATES.search(s) else s
+
+
+def sql_str(s: str) -> str:
+    """A SQL string literal for LanceDB filters: ``'`` doubled, nothing else special.
+
+    LanceDB (DataFusion) string literals have no backslash escapes, so only
+    the quote needs escaping; NUL, newlines, backslashes, ``%``/``_`` and
+    unicode pass through verbatim (verified against lancedb 0.40).
+    """
+    if not isinstance(s, str):
+        raise TypeError(f"sql_str expects str, got {type(s).__name__}")
+    return "'" + _clean(s).replace("'", "''") + "'"
+
+
+def sql_in(column: str, values: Iterable[str]) -> str:
+    """``column IN ('a','b',...)`` with escaped literals (caller keeps lists <= 500)."""
+    vals = list(values)
+    if not vals:
+        return "false"
+    return f"{column} IN ({', '.join(sql_str(v) for v in vals)})"
+
+
+def _persona_hash(persona: str) -> str:
+    return hashlib.sha256(persona.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def table_prefix(persona: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", persona.lower()).strip("-")[:24].strip("-") or "p"
+    return f"{TABLE_PREFIX}{slug}_{_persona_hash(persona)}_g"
+
+
+def table_name(persona: str, generation: int) -> str:
+    """Deterministic, safe LanceDB table name of a persona's ``generation``."""
+    if generation < 1:
+        raise ValueError("generation starts at 1")
+    return f"{table_prefix(persona)}{generation}"
+
+
+def _generation_of(name: str, persona: str) -> int | None:
+    prefix = table_prefix(persona)
+    if name.startswith(prefix) and name[len(prefix) :].isdigit():
+        return int(name[len(prefix) :])
+    return None
+
+
+def make_schema(dim: int, meta: dict[str, str] | None = None) -> pa.Schema:
+    fields = [
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("path", pa.string(), nullable=False),
+        pa.field("chunk_index", pa.int32(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("persona", pa.string(), nullable=False),
+        pa.field("session", pa.string(), nullable=True),
+        pa.field("turn_id", pa.string(), nullable=True),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("start_line", pa.int32(), nullable=False),
+        pa.field("end_line", pa.int32(), nullable=False),
+        pa.field("text", pa.string(), nullable=False),
+        pa.field("doc_text", pa.string(), nullable=False),
+        pa.field("title", pa.string(), nullable=False),
+        pa.field("timestamp_ms", pa.int64(), nullable=True),
+        pa.field("turn_seq", pa.int32(), nullable=True),
+        pa.field("content_hash", pa.string(), nullable=False),
+        pa.field("vector", pa.list_(pa.float32(), dim), nullable=False),
+    ]
+    md = {b"ledger_indexer": json.dumps(meta or {}, sort_keys=True).encode()} if meta else None
+    return pa.schema(fields, metadata=md)
+
+
+#: Columns worth selecting in search results (never ``vector``/``doc_text``).
+RESULT_COLUMNS = [
+    "id", "path", "chunk_index", "source", "persona", "session", "turn_id", "kind",
+    "start_line", "end_line", "text", "timestamp_ms", "turn_seq",
+]
+
+
+# --------------------------------------------------------------------------- pointer file
+
+
+@dataclass(frozen=True, slots=True)
+class TableBuild:
+    """What a table's vectors were made with: one record, written into the table's
+    schema metadata and the pointer entry, and compared before every upsert."""
+
+    fingerprint: str  # the embedder's (model files, name, max tokens)
+    dim: int
+    chunking: str  # CHUNKING_VERSION/max_tokens/overlap
+    schema: int = SCHEMA_VERSION
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"fingerprint": self.fingerprint, "dim": self.dim, "chunking": self.chunking, "schema": self.schema}
+
+    @property
+    def key(self) -> str:
+        """The sink's part of the index build identity (the state DB's record)."""
+        return f"lancedb:{self.fingerprint}:d{self.dim}:{self.chunking}:s{self.schema}"
+
+    @classmethod
+    def of_entry(cls, entry: dict[str, Any]) -> TableBuild:
+        """From a pointer entry; a table written before the schema was recorded is schema 1."""
+        return cls(str(entry.get("fingerprint")), int(entry.get("dim", -1)), str(entry.get("chunking")),
+                   int(entry.get("schema", 1)))

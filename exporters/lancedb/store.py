@@ -1,0 +1,79 @@
+"""Connecting to the LanceDB folder, error translation, temp-file sweeps, row lookups."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import lancedb
+
+from exporters.base import SinkError
+from exporters.lancedb.schema import sql_str
+
+log = logging.getLogger("exporters.lancedb")
+TMP_SWEEP_AGE_AT_OPEN = timedelta(minutes=3)
+TMP_SWEEP_AGE_RUNNING = timedelta(minutes=30)
+
+
+def _connect(db_dir: Path, *, reader: bool) -> lancedb.DBConnection:
+    kwargs: dict[str, Any] = {}
+    if reader:
+        kwargs["read_consistency_interval"] = timedelta(0)
+    try:
+        kwargs["session"] = lancedb.Session(
+            index_cache_size_bytes=256 << 20, metadata_cache_size_bytes=64 << 20
+        )
+    except Exception:  # pragma: no cover - older/newer Session signature
+        pass
+    return lancedb.connect(str(db_dir), **kwargs)
+
+
+@contextmanager
+def _errors(action: str, persona: str | None = None, hint: str = "") -> Iterator[None]:
+    try:
+        yield
+    except SinkError:
+        raise
+    except Exception as e:
+        who = f" for persona {persona!r}" if persona is not None else ""
+        msg = f"lancedb: {action}{who} failed: {type(e).__name__}: {e}"
+        raise SinkError(msg + (f". {hint}" if hint else ". Nothing was committed by this call; the next sync replays it")) from e
+
+
+def sweep_tmp_files(db_dir: Path, older_than: timedelta) -> int:
+    """Delete ``<table>.lance/data/.tmp*`` left by a killed writer; returns files removed."""
+    cutoff = time.time() - older_than.total_seconds()
+    removed = 0
+    for tmp in Path(db_dir).glob("*.lance/data/.tmp*"):
+        try:
+            if tmp.lstat().st_mtime < cutoff:
+                if tmp.is_dir() and not tmp.is_symlink():
+                    shutil.rmtree(tmp, ignore_errors=True)
+                else:
+                    tmp.unlink()
+                removed += 1
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            log.warning("lancedb: cannot remove stale temp file %s: %s", tmp, e)
+    return removed
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _paths_of(tbl) -> set[str]:
+    t = tbl.search().where("chunk_index = 0").select(["path"]).limit(None).to_arrow()
+    return set(t.column("path").to_pylist())
+
+
+def _read_doc(tbl, path: str) -> str | None:
+    rows = tbl.search().where(f"id = {sql_str(path + '#0')}").select(["doc_text"]).limit(1).to_list()
+    return rows[0]["doc_text"] if rows else None

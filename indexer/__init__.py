@@ -1,0 +1,1 @@
+"""ledger-indexer: cross-session memory for AI agents (see README.md "Layout")."""

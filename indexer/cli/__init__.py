@@ -1,0 +1,5 @@
+"""``ledger-indexer`` command line."""
+
+from indexer.cli.main import main
+
+__all__ = ["main"]

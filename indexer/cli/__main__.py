@@ -1,0 +1,7 @@
+"""``python -m indexer.cli``."""
+
+import sys
+
+from indexer.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,88 @@
+"""Talk to a running daemon: the CLI's ``reindex`` and ``status`` delegate here."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import httpx
+
+from indexer.cli.common import EXIT_FAIL, EXIT_OK, CliError, print_json as _print_json
+from indexer.runtime.config import Config
+from indexer.state.lock import read_holder
+
+POLL_S = 0.5
+
+
+def _base_url(config: Config) -> str:
+    holder = read_holder(config.index.dir)
+    extra = holder.extra if holder else {}
+    host = extra.get("host") or config.api.host
+    port = extra.get("port") or config.api.port
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    return f"http://{host}:{port}"
+
+
+def _token(config: Config) -> str:
+    path = config.api.admin_token_file
+    if path is None:
+        raise CliError("a daemon is running and reindex must go through it, but no [api] admin_token_file is "
+                       "configured: set it (the daemon needs the same file), or stop the daemon first")
+    try:
+        return path.read_text().strip()
+    except OSError as exc:
+        raise CliError(f"cannot read the admin token {path}: {exc}") from None
+
+
+def daemon_status(config: Config) -> dict:
+    try:
+        response = httpx.get(_base_url(config) + "/v1/status", timeout=10)
+        response.raise_for_status()
+        return response.json()
+    except httpx.HTTPError as exc:
+        raise CliError(f"the daemon holds the index but its API did not answer ({exc}); "
+                       "check `journalctl -u ledger-indexer`") from None
+
+
+def follow_reindex(config: Config, *, personas=None, as_json: bool = False) -> int:
+    from tqdm import tqdm
+
+    base = _base_url(config)
+    headers = {"Authorization": f"Bearer {_token(config)}"}
+    try:
+        response = httpx.post(base + "/v1/admin/reindex", json={"personas": personas}, headers=headers, timeout=10)
+    except httpx.HTTPError as exc:
+        raise CliError(f"cannot reach the daemon at {base}: {exc}") from None
+    if response.status_code in (401, 403):
+        raise CliError(f"the daemon refused the reindex ({response.status_code}): {response.text}")
+    if response.status_code >= 400:
+        raise CliError(f"the daemon refused the reindex ({response.status_code}): {response.text}")
+    job = response.json()
+    print(f"reindex {job['job_id']} delegated to the running daemon (search keeps answering meanwhile)",
+          file=sys.stderr)
+    bars: dict[str, tqdm] = {}
+    while True:
+        try:
+            reply = httpx.get(base + "/v1/admin/reindex", headers=headers, timeout=10)
+            if reply.status_code != 200:
+                raise CliError(f"the daemon stopped reporting the reindex ({reply.status_code}): {reply.text}")
+            job = reply.json()
+        except (httpx.HTTPError, ValueError) as exc:
+            raise CliError(f"lost the daemon while following the reindex: {exc}") from None
+        for persona, p in (job.get("progress") or {}).items():
+            bar = bars.get(persona) or bars.setdefault(
+                persona, tqdm(total=p["total"], desc=f"reindex {persona}", unit="session", file=sys.stderr,
+                              disable=not sys.stderr.isatty()))
+            bar.n = p["done"]
+            bar.refresh()
+        if job.get("state") in ("done", "failed"):
+            break
+        time.sleep(POLL_S)
+    for bar in bars.values():
+        bar.close()
+    if as_json:
+        _print_json(job)
+    else:
+        print(f"reindex {job['state']}" + (f": {job['error']}" if job.get("error") else ""))
+    return EXIT_OK if job.get("state") == "done" else EXIT_FAIL

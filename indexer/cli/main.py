@@ -1,0 +1,193 @@
+"""``ledger-indexer [--config FILE] COMMAND`` — one entry point.
+
+Exit codes: 0 success, 1 operational failure (the message says what to do),
+2 usage or config error. ``--json`` output is one JSON object on stdout; logs
+go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from indexer.cli.common import EXIT_OK, EXIT_USAGE, CliError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ledger-indexer", description="Cross-session memory for AI agents.")
+    p.add_argument("--config", "-c", default=os.environ.get("LEDGER_INDEXER_CONFIG"),
+                   help="TOML config file (env LEDGER_INDEXER_CONFIG)")
+    p.add_argument("--log-level", default=os.environ.get("LEDGER_INDEXER_LOG_LEVEL_CLI", "info"))
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run the daemon: tail the ledger, serve the HTTP API")
+    run.add_argument("--demo-hints", action="store_true", help=argparse.SUPPRESS)
+
+    sync = sub.add_parser("sync", help="run one sync pass and print a summary")
+    sync.add_argument("--force", action="store_true", help="rebuild every persona beside the live index")
+    sync.add_argument("--persona", action="append", help="only this persona (repeatable)")
+    sync.add_argument("--json", action="store_true")
+    sync.add_argument("--retry-bad", action="store_true",
+                      help="build every turn recorded as bad again now (status lists them)")
+
+    reindex = sub.add_parser("reindex", help="forced reindex (delegated to a running daemon)")
+    reindex.add_argument("--persona", action="append")
+    reindex.add_argument("--json", action="store_true")
+
+    search = sub.add_parser("search", help="memory_search from the command line")
+    search.add_argument("query", nargs="?")
+    search.add_argument("--persona")
+    search.add_argument("--session")
+    search.add_argument("--scope", choices=["persona", "project", "session"], default="persona")
+    search.add_argument("--source", action="append", choices=["sessions", "memory"], dest="sources")
+    search.add_argument("-n", "--max-results", type=int, default=6)
+    search.add_argument("--min-score", type=float, default=0.0)
+    search.add_argument("--mode", choices=["hybrid", "vector", "keyword"], default="hybrid")
+    search.add_argument("--batch", metavar="FILE|-", help="one JSON request per line; one response per line")
+    search.add_argument("--json", action="store_true")
+
+    get = sub.add_parser("get", help="print a stored document")
+    get.add_argument("path")
+    get.add_argument("--persona", required=True)
+    get.add_argument("--from", dest="from_line", type=int, default=1)
+    get.add_argument("--lines", type=int, default=None)
+    get.add_argument("--json", action="store_true")
+
+    status = sub.add_parser("status", help="cursor, lag, documents per persona")
+    status.add_argument("--json", action="store_true")
+
+    redact = sub.add_parser("redact", help="redact stdin to stdout")
+    redact.add_argument("--jsonl", action="store_true", help='JSON lines {"text": ...} in, text+findings out')
+
+    project = sub.add_parser("project", help="project membership (scope 'project')")
+    psub = project.add_subparsers(dest="action", required=True)
+    for action in ("add", "remove"):
+        pa = psub.add_parser(action)
+        pa.add_argument("name")
+        pa.add_argument("labels", nargs="+", metavar="SESSION_LABEL")
+    psub.add_parser("list").add_argument("--json", action="store_true")
+
+    session = sub.add_parser("session", help="session settings")
+    ssub = session.add_subparsers(dest="action", required=True)
+    vis = ssub.add_parser("visibility")
+    vis.add_argument("label")
+    vis.add_argument("visibility", choices=["private", "shared"])
+
+    demo = sub.add_parser("demo", help="write a demo ledger and a config for it")
+    demo.add_argument("--dir", required=True, type=Path)
+    return p
+
+
+def _config(args):
+    from indexer.runtime.config import ConfigError, load_config
+
+    try:
+        return load_config(args.config)
+    except ConfigError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+
+
+# -- commands --------------------------------------------------------------------------
+
+
+def cmd_demo(args) -> int:
+    from indexer.cli.demo import write_demo
+
+    config = write_demo(args.dir)
+    print(f"demo ledger and config written: {config}")
+    print(f"next: ledger-indexer --config {config} sync")
+    return EXIT_OK
+
+
+def cmd_redact(args) -> int:
+    from indexer.sync.context import known_secrets
+    from redaction.cli import run_redact
+
+    config = _config(args) if args.config else None
+    sys.stdin.reconfigure(errors="replace")  # one undecodable byte must not abort an audit run
+    return run_redact(sys.stdin, sys.stdout, jsonl=args.jsonl, known=known_secrets(config) if config else None)
+
+
+def cmd_sync(args) -> int:
+    from indexer.cli.commands import run_sync
+
+    return run_sync(_config(args), force=args.force, personas=args.persona, as_json=args.json,
+                    retry_bad=args.retry_bad)
+
+
+def cmd_reindex(args) -> int:
+    from indexer.cli.commands import run_reindex
+
+    return run_reindex(_config(args), personas=args.persona, as_json=args.json)
+
+
+def cmd_status(args) -> int:
+    from indexer.cli.commands import run_status
+
+    return run_status(_config(args), as_json=args.json)
+
+
+def cmd_search(args) -> int:
+    from indexer.cli.commands import run_search, run_search_batch
+
+    config = _config(args)
+    if args.batch:
+        return run_search_batch(config, args.batch, as_json=True)
+    if not args.query or not args.persona:
+        raise CliError("search needs QUERY and --persona (or --batch FILE)", EXIT_USAGE)
+    return run_search(config, args, as_json=args.json)
+
+
+def cmd_get(args) -> int:
+    from indexer.cli.commands import run_get
+
+    return run_get(_config(args), args.persona, args.path, args.from_line, args.lines, as_json=args.json)
+
+
+def cmd_project(args) -> int:
+    from indexer.cli.commands import run_project
+
+    return run_project(_config(args), args)
+
+
+def cmd_session(args) -> int:
+    from indexer.cli.commands import run_visibility
+
+    return run_visibility(_config(args), args.label, args.visibility)
+
+
+def cmd_run(args) -> int:
+    from indexer.service.daemon import run_daemon
+
+    return run_daemon(_config(args), demo_hints=args.demo_hints)
+
+
+COMMANDS = {
+    "demo": cmd_demo, "redact": cmd_redact, "sync": cmd_sync, "reindex": cmd_reindex, "status": cmd_status,
+    "search": cmd_search, "get": cmd_get, "project": cmd_project, "session": cmd_session, "run": cmd_run,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    # Lance's Rust logger warns on every vector query without `_distance` and on
+    # every new table; our own structured events say what matters.
+    os.environ.setdefault("LANCEDB_LOG", "error")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    args = _parser().parse_args(argv)
+    from indexer.runtime.logs import configure_logging
+
+    # CLI commands log to stderr so that --json stdout stays one object; the daemon logs to stdout.
+    configure_logging(level=args.log_level, stream=sys.stdout if args.command == "run" else sys.stderr)
+    try:
+        return COMMANDS[args.command](args)
+    except CliError as exc:
+        print(f"ledger-indexer: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,175 @@
+"""The content contract: ledger rows in, redacted markdown documents out.
+
+Pure functions, no I/O. A turn document is a short header for humans, a blank
+line, then ``User:`` / ``Assistant:`` blocks in message order. Only user and
+assistant ``content`` ever appears: never system prompts, tool calls, tool
+results or ``thinking``. Everything shown, the label included, is redacted
+before hashing, so a hash never depends on a secret.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import datetime as dt
+import enum
+import hashlib
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from indexer.core.safe_names import safe_segment, turn_path
+from indexer.core.types import DocKind, Document, Source
+from ledger.rows import CompactionRow, MessageRow, TurnRow
+
+Redact = Callable[[str], str]
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_LINEBREAKS = re.compile(r"[\r\n\u2028\u2029\x85]")
+TITLE_WORDS = 12
+
+
+class SkipReason(str, enum.Enum):
+    """Why a document was not built. Counted per persona in status."""
+
+    MESSAGE_TOO_LARGE = "message_too_large"
+    MISSING_TURN = "missing_turn"
+    BAD_ANCESTRY = "bad_ancestry"
+    MISSING_THREAD = "missing_thread"
+    MISSING_COMPACTION = "missing_compaction"
+    INVALID_ROW = "invalid_row"
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    reason: SkipReason
+    session: str
+    turn_id: str | None
+    detail: str = ""
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def one_line(value: str) -> str:
+    """A label shown in a header: line breaks and control characters become
+    visible escapes, so a hostile label cannot forge ``User:`` lines."""
+    value = _LINEBREAKS.sub(lambda m: repr(m.group())[1:-1], value)
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", value)
+
+
+def iso_time(ms: int | None) -> str | None:
+    if not ms:
+        return None
+    try:
+        return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _header(label: str, turn_id: str, turn: TurnRow, kind: DocKind, redact: Redact, model: str | None,
+            provider: str | None) -> list[str]:
+    lines = [f"Session: {one_line(redact(label))}", f"Turn: {one_line(turn_id)}"]
+    if kind is DocKind.COMPACTION:
+        lines.append("Kind: compaction")
+    when = iso_time(turn.completed_at or turn.started_at)
+    if when:
+        lines.append(f"Time: {when}")
+    if model:
+        lines.append(f"Model: {one_line(model)}")
+    if provider:
+        lines.append(f"Provider: {one_line(provider)}")
+    return lines
+
+
+def _title(label: str, body: str, turn: TurnRow, kind: DocKind, redact: Redact) -> str:
+    words = " ".join(body.split()[: TITLE_WORDS + 1][1:])  # drop the "User:" prefix word
+    date = (iso_time(turn.completed_at or turn.started_at) or "")[:10]
+    prefix = "Compaction" if kind is DocKind.COMPACTION else "Turn"
+    parts = [p for p in (one_line(redact(label)), date, f"{prefix}: {words}" if words else prefix) if p]
+    return " · ".join(parts)
+
+
+def _assemble(persona: str, label: str, turn: TurnRow, kind: DocKind, body: str, redact: Redact,
+              model: str | None, provider: str | None) -> Document:
+    header = _header(label, turn.id, turn, kind, redact, model, provider)
+    text = "\n".join(header) + "\n\n" + body
+    return Document(
+        path=turn_path(safe_segment(label), turn.id, compaction=kind is DocKind.COMPACTION),
+        source=Source.SESSIONS,
+        persona=persona,
+        session=label,
+        turn_id=turn.id,
+        kind=kind,
+        title=_title(label, body, turn, kind, redact),
+        text=text,
+        body=body,
+        content_hash=content_hash(text),
+        timestamp_ms=turn.completed_at or turn.started_at or None,
+        body_start_line=len(header) + 2,
+    )
+
+
+def turn_document(
+    persona: str,
+    label: str,
+    turn: TurnRow,
+    messages: Sequence[MessageRow],
+    *,
+    redact: Redact,
+    max_message_bytes: int,
+) -> Document | Skip | None:
+    """The document of one normal turn, a :class:`Skip` for bad data, or None
+    when the turn has no user/assistant text at all (nothing to remember)."""
+    blocks: list[str] = []
+    cut = 0
+    for msg in messages:
+        if msg.role not in ("user", "assistant"):
+            continue
+        if msg.content is None:
+            continue  # NULL content: a tool-call placeholder, nothing to show
+        content = msg.content.strip()
+        if not content:
+            continue
+        if msg.truncated:
+            content += truncation_marker(msg.truncated, max_message_bytes)
+            cut += msg.truncated
+        speaker = "User" if msg.role == "user" else "Assistant"
+        blocks.append(f"{speaker}: {content}")
+    if not blocks:
+        return None
+    # Redacted as one text: a secret that a rule recognises in one message
+    # is masked wherever it recurs in the turn, in the other message too.
+    body = redact("\n\n".join(blocks))
+    doc = _assemble(persona, label, turn, DocKind.TURN, body, redact, turn.model, turn.provider)
+    return replace(doc, truncated_bytes=cut) if cut else doc
+
+
+def compaction_document(
+    persona: str,
+    label: str,
+    turn: TurnRow,
+    compaction: CompactionRow | None,
+    *,
+    redact: Redact,
+    max_message_bytes: int,
+) -> Document | Skip | None:
+    if compaction is None:
+        return Skip(SkipReason.MISSING_COMPACTION, label, turn.id, "compaction turn without a compactions row")
+    if compaction.summary is None:
+        return None
+    summary = compaction.summary.strip()
+    if not summary:
+        return None
+    if compaction.truncated:
+        summary += truncation_marker(compaction.truncated, max_message_bytes)
+    body = f"Summary: {redact(summary)}"
+    doc = _assemble(persona, label, turn, DocKind.COMPACTION, body, redact,
+                    compaction.model or turn.model, compaction.provider or turn.provider)
+    return replace(doc, truncated_bytes=compaction.truncated) if compaction.truncated else doc
+
+
+def truncation_marker(left_out: int, limit: int) -> str:
+    """Shown where an oversized message was cut, so a reader knows text is missing."""
+    return f"\n[… truncated: {left_out:,} more bytes (ledger.max_message_bytes = {limit:,})]"

@@ -1,0 +1,1 @@
+"""The embedding model: packaged model files, the fastembed binding, the vector cache."""

@@ -1,0 +1,410 @@
+"""Text embeddings: the :class:`Embedder` protocol, fastembed, and a SQLite cache.
+
+- :class:`FastEmbedder` runs fastembed (ONNX Runtime, CPU) fully offline
+  (``HF_HUB_OFFLINE=1``). By default it loads the packaged all-MiniLM-L6-v2
+  int8 folder (:mod:`indexer.model_files`); a config may name any fastembed
+  model (taken from fastembed's local cache, never downloaded) or a local
+  folder. Each call sorts its texts by length and runs batches of
+  ``batch_size`` (32..64) with ``parallel=None``: ONNX Runtime already uses
+  every core, padding is batch-longest, and big batches permanently inflate
+  the ORT arena (research/lancedb.md §6a).
+- :class:`CachedEmbedder` wraps any embedder with a persistent cache keyed by
+  (model fingerprint, sha256 of the text), so a body shared by forked
+  sessions, a re-sync or a forced reindex of unchanged text embeds nothing.
+
+Vectors are float32, shape ``(n, dim)``, L2-normalised (so cosine, dot and
+L2 rank identically).
+
+``count_tokens(text)`` counts the model tokenizer's tokens *without* the
+special tokens ([CLS]/[SEP]); ``max_tokens`` is the model window *with* them
+(256 for MiniLM). Chunking keeps chunks at ``max_tokens - 2`` or less.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from indexer.embedding import model_files
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL = model_files.MODEL_NAME
+DEFAULT_BATCH_SIZE = 32
+#: Upper bound for SQLite IN lists (the default variable limit is 32766; keep statements small).
+CACHE_LOOKUP_CHUNK = 500
+
+
+class EmbeddingError(RuntimeError):
+    """The embedding model could not be loaded or run."""
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    name: str
+    dim: int
+    fingerprint: str
+    max_tokens: int
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def embed_query(self, text: str) -> np.ndarray: ...
+
+
+def l2_normalize(v: np.ndarray) -> np.ndarray:
+    v = np.asarray(v, dtype=np.float32)
+    if v.ndim == 1:
+        n = float(np.linalg.norm(v))
+        return v / n if n > 0 else v
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (v / norms).astype(np.float32, copy=False)
+
+
+def _folder_fingerprint(folder: Path, model_name: str, max_tokens: int) -> str:
+    """Fingerprint of an arbitrary model folder: hashes of its model and tokenizer files."""
+    names = [
+        p.name
+        for p in sorted(folder.iterdir())
+        if p.is_file()
+        and (
+            p.suffix in {".onnx", ".onnx_data", ".safetensors"}
+            or p.name in {"tokenizer.json", "tokenizer_config.json", "config.json", "special_tokens_map.json"}
+        )
+    ]
+    hashes = {n: model_files.sha256_file(folder / n) for n in names}
+    return model_files.fingerprint_of(hashes, model_name=model_name, max_tokens=max_tokens)
+
+
+class FastEmbedder:
+    """fastembed ``TextEmbedding``, offline, counted.
+
+    ``model_path`` None and the default model name: the packaged folder
+    (``<venv>/share/ledger-indexer/models``, else assembled into
+    ``models_dir``, e.g. ``<index dir>/models``). ``model_path`` given: that folder, loaded as
+    ``model_name``. Otherwise: the named fastembed model from fastembed's
+    local cache (``cache_dir``), never downloaded.
+
+    ``calls`` counts model batches run by :meth:`embed`, ``texts_embedded``
+    the texts they held; ``query_calls`` counts :meth:`embed_query`.
+    """
+
+    def __init__(
+        self,
+        model_name: str = DEFAULT_MODEL,
+        model_path: Path | str | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        threads: int | None = None,
+        *,
+        models_dir: Path | str | None = None,
+        cache_dir: Path | str | None = None,
+        cpu_mem_arena: bool = True,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        os.environ["HF_HUB_OFFLINE"] = "1"  # never reach for the model hub
+        os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+        from fastembed import TextEmbedding  # slow import: keep it lazy
+
+        self.name = model_name
+        self.batch_size = int(batch_size)
+        self.calls = 0
+        self.texts_embedded = 0
+        self.query_calls = 0
+        self._lock = threading.Lock()
+
+        packaged = False
+        if model_path is None or str(model_path) == "":
+            if model_name == model_files.MODEL_NAME:
+                try:
+                    folder: Path | None = model_files.packaged_model_dir(
+                        models_root=Path(models_dir) if models_dir else None
+                    )
+                except model_files.ModelFilesError as e:
+                    raise EmbeddingError(f"cannot load the packaged embedding model: {e}") from e
+                packaged = True
+            else:
+                folder = None
+        else:
+            folder = Path(model_path).expanduser()
+            if not folder.is_dir():
+                raise EmbeddingError(
+                    f"embedding model_path {folder} is not a folder; set [embedding] model_path to a folder "
+                    f"with model.onnx and tokenizer files, or leave it empty for the packaged model"
+                )
+        # ONNX Runtime's arena keeps its peak size: faster embedding, ~0.5 GB more
+        # RSS after long batches. Off trades 10-40% throughput for memory.
+        kwargs: dict[str, Any] = {"threads": threads, "enable_cpu_mem_arena": bool(cpu_mem_arena)}
+        if cache_dir is not None:
+            kwargs["cache_dir"] = str(cache_dir)
+        if folder is not None:
+            kwargs["specific_model_path"] = str(folder)
+        else:
+            kwargs["local_files_only"] = True
+        try:
+            self._model = TextEmbedding(model_name, **kwargs)
+        except Exception as e:  # fastembed raises ValueError/OSError/onnxruntime errors
+            where = f"folder {folder}" if folder is not None else "fastembed's local cache (no download: offline)"
+            raise EmbeddingError(
+                f"cannot load embedding model {model_name!r} from {where}: {type(e).__name__}: {e}. "
+                f"Check [embedding] model / model_path (the name must be a fastembed model name), "
+                f"or leave them at their defaults to use the packaged model (`make setup`)"
+            ) from e
+
+        inner = getattr(self._model, "model", None)
+        if folder is None:
+            folder = Path(getattr(inner, "_model_dir", "") or ".")
+        self.model_dir = folder
+        self._tokenizer = self._load_count_tokenizer(folder)
+        self.max_tokens = self._read_max_tokens(inner, folder)
+        probe = self._embed_batch(["dimension probe"])
+        self.dim = int(probe.shape[1])
+        self.calls = 0
+        self.texts_embedded = 0
+        if packaged:
+            self.fingerprint = model_files.FINGERPRINT
+        else:
+            self.fingerprint = _folder_fingerprint(folder, model_name, self.max_tokens)
+
+    # ------------------------------------------------------------------ helpers
+
+    @staticmethod
+    def _load_count_tokenizer(folder: Path):
+        from tokenizers import Tokenizer
+
+        path = folder / "tokenizer.json"
+        if not path.is_file():
+            return None
+        tok = Tokenizer.from_file(str(path))
+        tok.no_truncation()
+        tok.no_padding()
+        return tok
+
+    @staticmethod
+    def _read_max_tokens(inner: Any, folder: Path) -> int:
+        trunc = getattr(getattr(inner, "tokenizer", None), "truncation", None)
+        if isinstance(trunc, dict) and isinstance(trunc.get("max_length"), int):
+            return int(trunc["max_length"])
+        try:
+            cfg = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+            vals = [v for v in (cfg.get("model_max_length"), cfg.get("max_length")) if isinstance(v, int) and v > 0]
+            if vals:
+                return min(min(vals), 8192)
+        except (OSError, ValueError):
+            pass
+        return 512
+
+    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        vecs = list(self._model.embed(texts, batch_size=self.batch_size, parallel=None))
+        with self._lock:
+            self.calls += 1
+            self.texts_embedded += len(texts)
+        return np.asarray(vecs, dtype=np.float32)
+
+    # ------------------------------------------------------------------ API
+
+    def count_tokens(self, text: str) -> int:
+        if self._tokenizer is None:
+            return approx_tokens(text)
+        return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        n = len(texts)
+        if n == 0:
+            return np.zeros((0, getattr(self, "dim", 0)), dtype=np.float32)
+        order = sorted(range(n), key=lambda i: len(texts[i]))
+        out: np.ndarray | None = None
+        for s in range(0, n, self.batch_size):
+            idx = order[s : s + self.batch_size]
+            try:
+                vecs = self._embed_batch([texts[i] for i in idx])
+            except Exception as e:
+                raise EmbeddingError(f"embedding {len(idx)} texts with {self.name} failed: {type(e).__name__}: {e}") from e
+            if out is None:
+                out = np.empty((n, vecs.shape[1]), dtype=np.float32)
+            out[idx] = vecs
+        assert out is not None
+        return l2_normalize(out)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        try:
+            v = next(iter(self._model.query_embed(text)))
+        except Exception as e:
+            raise EmbeddingError(f"embedding a query with {self.name} failed: {type(e).__name__}: {e}") from e
+        with self._lock:
+            self.query_calls += 1
+        return l2_normalize(np.asarray(v, dtype=np.float32))
+
+
+def approx_tokens(text: str) -> int:
+    """A close over-estimate of WordPiece tokens when no tokenizer is at hand."""
+    import re
+
+    n = 0
+    for piece in re.findall(r"\w+|[^\w\s]", text):
+        n += 1 + len(piece) // 6
+    return n
+
+
+def text_key(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+class CachedEmbedder:
+    """An :class:`Embedder` with a persistent cache of document vectors.
+
+    Keyed by (inner fingerprint, sha256 of the text), in its own SQLite file
+    (WAL; vectors as raw float32 blobs). ``embed`` looks texts up in batches
+    (IN lists of at most 500), embeds only the misses (deduplicated) with the
+    inner embedder and stores them in one transaction. ``hits`` counts texts
+    answered without the model (including duplicates inside one call),
+    ``misses`` the distinct texts sent to it. Query embeddings are not cached.
+
+    One connection guarded by a lock: safe for one writer thread plus query
+    threads. The cache is disposable: a corrupt file is moved aside and
+    recreated, and a failing lookup degrades to a re-embed.
+    """
+
+    def __init__(self, inner: Embedder, cache_path: Path | str) -> None:
+        self.inner = inner
+        self.cache_path = Path(cache_path)
+        self.name = inner.name
+        self.dim = inner.dim
+        self.fingerprint = inner.fingerprint
+        self.max_tokens = inner.max_tokens
+        self.hits = 0
+        self.misses = 0
+        self._lock = threading.Lock()
+        self._conn = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        self.cache_path.parent.mkdir(parents=True, exist_ok=True)
+        for attempt in (1, 2):
+            try:
+                conn = sqlite3.connect(
+                    str(self.cache_path), check_same_thread=False, isolation_level=None, timeout=10.0
+                )
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS vectors ("
+                    " fingerprint TEXT NOT NULL, text_sha BLOB NOT NULL, dim INTEGER NOT NULL,"
+                    " vec BLOB NOT NULL, created_ms INTEGER NOT NULL,"
+                    " PRIMARY KEY (fingerprint, text_sha)) WITHOUT ROWID"
+                )
+                conn.execute("SELECT count(*) FROM vectors WHERE fingerprint = '' ").fetchone()
+                return conn
+            except sqlite3.DatabaseError as e:
+                if attempt == 2:
+                    raise EmbeddingError(f"cannot open the embedding cache {self.cache_path}: {e}") from e
+                aside = self.cache_path.with_name(f"{self.cache_path.name}.corrupt-{int(time.time())}")
+                log.warning("embedding cache %s unreadable (%s); moved to %s", self.cache_path, e, aside)
+                for suffix in ("", "-wal", "-shm"):
+                    p = Path(str(self.cache_path) + suffix)
+                    if p.exists():
+                        os.replace(p, Path(str(aside) + suffix))
+        raise AssertionError("unreachable")
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.inner.embed_query(text)
+
+    def _lookup(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
+        found: dict[bytes, np.ndarray] = {}
+        want = self.dim * 4
+        try:
+            with self._lock:
+                for s in range(0, len(keys), CACHE_LOOKUP_CHUNK):
+                    part = keys[s : s + CACHE_LOOKUP_CHUNK]
+                    marks = ",".join("?" * len(part))
+                    rows = self._conn.execute(
+                        f"SELECT text_sha, vec FROM vectors WHERE fingerprint = ? AND text_sha IN ({marks})",
+                        [self.fingerprint, *part],
+                    ).fetchall()
+                    for k, blob in rows:
+                        if len(blob) == want:
+                            found[bytes(k)] = np.frombuffer(blob, dtype=np.float32)
+        except sqlite3.Error as e:
+            log.warning("embedding cache lookup failed (%s); re-embedding", e)
+        return found
+
+    def _store(self, items: list[tuple[bytes, np.ndarray]]) -> None:
+        now = int(time.time() * 1000)
+        rows = [(self.fingerprint, k, self.dim, np.ascontiguousarray(v, dtype=np.float32).tobytes(), now) for k, v in items]
+        try:
+            with self._lock:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    self._conn.executemany(
+                        "INSERT OR REPLACE INTO vectors (fingerprint, text_sha, dim, vec, created_ms) VALUES (?,?,?,?,?)",
+                        rows,
+                    )
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+        except sqlite3.Error as e:
+            log.warning("embedding cache write failed (%s); vectors not cached", e)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        n = len(texts)
+        out = np.empty((n, self.dim), dtype=np.float32)
+        if n == 0:
+            return out
+        keys = [text_key(t) for t in texts]
+        unique = list(dict.fromkeys(keys))
+        found = self._lookup(unique)
+        missing = [k for k in unique if k not in found]
+        if missing:
+            first: dict[bytes, str] = {}
+            for k, t in zip(keys, texts):
+                first.setdefault(k, t)
+            vecs = np.asarray(self.inner.embed([first[k] for k in missing]), dtype=np.float32)
+            if vecs.shape != (len(missing), self.dim):
+                raise EmbeddingError(
+                    f"embedder {self.name} returned shape {vecs.shape}, expected {(len(missing), self.dim)}"
+                )
+            new = list(zip(missing, vecs))
+            self._store(new)
+            found.update(new)
+        with self._lock:
+            self.misses += len(missing)
+            self.hits += n - len(missing)
+        for i, k in enumerate(keys):
+            out[i] = found[k]
+        return out
+
+    def entries(self, fingerprint: str | None = None) -> int:
+        with self._lock:
+            if fingerprint is None:
+                return int(self._conn.execute("SELECT count(*) FROM vectors").fetchone()[0])
+            return int(self._conn.execute("SELECT count(*) FROM vectors WHERE fingerprint = ?", (fingerprint,)).fetchone()[0])
+
+    def prune_other_models(self) -> int:
+        """Drop vectors of every other model fingerprint (after a model change); returns rows deleted."""
+        with self._lock:
+            cur = self._conn.execute("DELETE FROM vectors WHERE fingerprint != ?", (self.fingerprint,))
+            return cur.rowcount
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self._conn.close()
+            except sqlite3.Error:
+                pass

@@ -1,0 +1,20 @@
+"""The query and document embedder a config asks for: the packaged model behind a vector cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from indexer.runtime.config import Config
+
+
+def make_embedder(config: Config):
+    from indexer.embedding.embedder import CachedEmbedder, FastEmbedder
+
+    inner = FastEmbedder(
+        config.embedding.model,
+        model_path=Path(config.embedding.model_path) if config.embedding.model_path else None,
+        batch_size=config.embedding.batch_size,
+        models_dir=config.index.dir / "models",
+        cpu_mem_arena=config.embedding.cpu_mem_arena,
+    )
+    return CachedEmbedder(inner, config.index.dir / "embed_cache.sqlite")

@@ -1,0 +1,1 @@
+"""What every layer reads: the configuration and structured logging."""

@@ -1,0 +1,1 @@
+"""Scoped ``memory_search`` and ``memory_get`` over the index."""

@@ -1,0 +1,72 @@
+"""``memory_get``: the stored text of one document, or a range of its lines.
+
+Reads what the sinks stored (LanceDB first, else the QMD export), and applies
+the same visibility rules as search: a private session's documents are only
+returned to that session, a deleted session's never.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from indexer.runtime.config import Config
+from indexer.core.scopes import Scope, resolve
+from indexer.state.db import StateDB
+
+
+class DocumentNotFound(LookupError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class GetResult:
+    persona: str
+    path: str
+    from_line: int
+    lines: int
+    total_lines: int
+    text: str
+
+    def as_dict(self) -> dict:
+        return {"persona": self.persona, "path": self.path, "from": self.from_line, "lines": self.lines,
+                "total_lines": self.total_lines, "text": self.text}
+
+
+def _stored_text(config: Config, persona: str, path: str) -> str | None:
+    if "lancedb" in config.index.sinks:
+        from exporters.lancedb import Retriever
+
+        retriever = Retriever(config.lancedb_dir)
+        try:
+            return retriever.read(persona, path)
+        finally:
+            retriever.close()
+    from exporters.qmd import QmdExporter
+
+    return QmdExporter(config.qmd_export_dir).read(persona, path)
+
+
+def get_document(config: Config, persona: str, path: str, *, from_line: int = 1, lines: int | None = None,
+                 session: str | None = None, state: StateDB | None = None) -> GetResult:
+    own_state = state is None
+    state = state or StateDB(config.state_db_path)
+    try:
+        record = state.file(persona, path)
+        not_found = DocumentNotFound(f"no document {path!r} for persona {persona!r} "
+                                     "(paths come from search results: sessions/<label>/turns/<turn>.md)")
+        if record is None:
+            raise not_found
+        scope = resolve(persona, Scope.PERSONA, session, frozenset({"sessions", "memory"}),
+                        state.scope_facts(persona, session))
+        if not scope.allows({"persona": persona, "source": record.source, "session": record.session}):
+            raise not_found
+    finally:
+        if own_state:
+            state.close()
+    text = _stored_text(config, persona, path)
+    if text is None:
+        raise DocumentNotFound(f"{path!r} is recorded but not stored in the index yet: run `ledger-indexer sync`")
+    all_lines = text.split("\n")
+    start = max(1, from_line)
+    chosen = all_lines[start - 1 : (start - 1 + lines) if lines else None]
+    return GetResult(persona, path, start, len(chosen), len(all_lines), "\n".join(chosen))

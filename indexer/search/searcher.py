@@ -1,0 +1,328 @@
+"""``memory_search``: hybrid (vector + full text), vector or keyword search over
+a persona's LanceDB table, within the caller's scope.
+
+This module is the I/O edge: it resolves the scope, asks LanceDB for
+candidates (vector and BM25 lists, prefiltered by the scope; when the query
+names a date, also the best candidates inside that time window) and shapes the
+results. How candidates are scored — fusion, conversational context, dates — is
+:mod:`indexer.ranking` (pure); scores are in 0..1, higher is better, and mean
+the same across queries so that ``min_score`` is a real threshold.
+
+Keyword candidates get their exact vector score too (their vectors come with
+the BM25 hits), so a chunk is never scored 0 on one side merely for ranking
+just below a list's cut-off.
+
+Results are one per document (its best chunk), filtered by the scope twice:
+in the LanceDB prefilter and again per row in Python, before any ranking.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import time
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+import numpy as np
+import structlog
+
+from indexer.runtime.logs import RateLimitedLogger
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from indexer.core import ranking
+from indexer.core import time_hints
+from indexer.runtime.config import Config
+from indexer.core.ranking import SHIPPED, Candidate, RankingSettings, keyword_score, vector_score
+from indexer.core.scopes import Scope, ScopeError, ScopeFilter, resolve
+from indexer.state.db import StateDB
+
+log = structlog.get_logger("indexer.search")
+
+#: Candidates per list (vector, BM25); more cost little and keep context scores whole.
+CANDIDATES = 200
+#: Extra candidates per list from inside the time window a query names.
+TIME_CANDIDATES = 50
+MAX_QUERY_CHARS = 2000
+SNIPPET_MAX_CHARS = 700
+SNIPPET_MAX_LINES = 6
+_WORD = re.compile(r"[\w']+", re.UNICODE)
+_STOP = frozenset("a an and are as at be by did do for from has have how i in is it me my of on or our so that the "
+                  "this to was we what when where which who why will with you your".split())
+
+
+class Mode(str, enum.Enum):
+    HYBRID = "hybrid"
+    VECTOR = "vector"
+    KEYWORD = "keyword"
+
+
+class SearchError(Exception):
+    """A search that cannot be answered; ``code`` is the CLI exit code (1 operational, 2 usage)."""
+
+    def __init__(self, message: str, code: int = 1, http_status: int = 503):
+        super().__init__(message)
+        self.code = code
+        self.http_status = http_status
+
+
+class SearchRequest(BaseModel):
+    """The request of ARCHITECTURE.md; also the HTTP API's validated body."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    persona: str = Field(min_length=1, max_length=256)
+    session: str | None = Field(None, max_length=1024)
+    scope: Scope = Scope.PERSONA
+    sources: list[Literal["sessions", "memory"]] = Field(default_factory=lambda: ["sessions", "memory"],
+                                                         min_length=1, max_length=2)
+    max_results: int = Field(6, ge=1, le=100)
+    min_score: float = Field(0.0, ge=0.0, le=1.0)
+    mode: Mode = Mode.HYBRID
+
+    @field_validator("query")
+    @classmethod
+    def _has_words(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("query is blank")
+        if "\x00" in value:
+            raise ValueError("query contains a NUL character")
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    path: str
+    source: str
+    persona: str
+    session: str | None
+    turn_id: str | None
+    kind: str
+    start_line: int
+    end_line: int
+    score: float
+    snippet: str
+    timestamp: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchWarning:
+    """Part of the answer is missing (e.g. the full-text stage failed): the
+    results are still valid, but a client must not read them as complete."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResponse:
+    results: list[SearchResult]
+    mode: str
+    model: str
+    took_ms: float
+    warnings: tuple[SearchWarning, ...] = ()
+
+    def as_dict(self) -> dict:
+        return {"results": [asdict(r) for r in self.results], "mode": self.mode, "model": self.model,
+                "took_ms": round(self.took_ms, 2), "warnings": [asdict(w) for w in self.warnings]}
+
+
+# -- snippets (pure) ------------------------------------------------------------------------------
+
+
+def query_terms(query: str) -> list[str]:
+    words = [w.lower() for w in _WORD.findall(query)]
+    return [w for w in words if w not in _STOP and len(w) > 1] or words
+
+
+def snippet_for(text: str, start_line: int, terms: list[str]) -> tuple[str, int, int]:
+    """The lines of a chunk that match the query (a window around the best
+    matching line), or its first lines when nothing matches literally."""
+    lines = text.split("\n")
+    stems = [t[:5] if len(t) > 5 else t for t in terms]
+
+    def hits(line: str) -> int:
+        low = line.lower()
+        return sum(1 for s in stems if s in low)
+
+    counts = [hits(line) for line in lines]
+    if any(counts):
+        best = max(range(len(lines)), key=lambda i: (counts[i], -i))
+        lo = max(0, best - 1)
+        hi = min(len(lines), lo + SNIPPET_MAX_LINES)
+    else:
+        lo, hi = 0, min(len(lines), SNIPPET_MAX_LINES)
+    while lo < hi - 1 and not lines[lo].strip():
+        lo += 1
+    window = lines[lo:hi]
+    while window and not window[-1].strip():
+        window.pop()
+    snippet = "\n".join(window)
+    if len(snippet) > SNIPPET_MAX_CHARS:
+        snippet = snippet[: SNIPPET_MAX_CHARS - 1].rstrip() + "…"
+    return snippet, start_line + lo, start_line + lo + max(0, len(window) - 1)
+
+
+def _iso(ms) -> str | None:
+    from indexer.core.documents import iso_time
+
+    return iso_time(int(ms)) if ms else None
+
+
+# -- the searcher (I/O edge) -------------------------------------------------------------------------
+
+
+class Searcher:
+    """Holds the LanceDB reader, the state DB and the query embedder; thread-safe for queries."""
+
+    def __init__(self, config: Config, *, embedder=None, state: StateDB | None = None,
+                 ranking_settings: RankingSettings = SHIPPED):
+        from exporters.lancedb import Retriever
+
+        if "lancedb" not in config.index.sinks:
+            raise SearchError("memory_search needs the lancedb sink: add \"lancedb\" to [index] sinks, then sync",
+                              code=1)
+        self.config = config
+        # Immutable; the benchmark passes its own per grid point.
+        self.ranking = ranking_settings
+        self.state = state or StateDB(config.state_db_path)
+        self.retriever = Retriever(config.lancedb_dir)
+        self._embedder = embedder
+        # Full-text failures: counted (the daemon exports it as a metric) and
+        # logged at a limited rate, never swallowed.
+        self.fts_failures = 0
+        self._fts_errors = RateLimitedLogger(log, every_s=60, level="warning")
+
+    @classmethod
+    def open(cls, config: Config, **kwargs) -> "Searcher":
+        if not config.state_db_path.exists():
+            raise SearchError(f"no index at {config.index.dir}: run `ledger-indexer sync` or start the daemon")
+        return cls(config, **kwargs)
+
+    @property
+    def embedder(self):
+        if self._embedder is None:
+            from indexer.embedding.factory import make_embedder
+
+            self._embedder = make_embedder(self.config)
+        return self._embedder
+
+    @property
+    def model_name(self) -> str:
+        return self.config.embedding.model
+
+    def close(self) -> None:
+        self.retriever.close()
+
+    def scope_filter(self, request: SearchRequest) -> ScopeFilter:
+        facts = self.state.scope_facts(request.persona, request.session)
+        try:
+            return resolve(request.persona, request.scope, request.session, frozenset(request.sources), facts)
+        except ScopeError as exc:
+            raise SearchError(str(exc), code=2, http_status=422) from None
+
+    def warm_up(self) -> None:
+        """Load the query model now, so no request's ``took_ms`` pays for it."""
+        self.embedder.embed_query("warm up")
+
+    def search(self, request: SearchRequest) -> SearchResponse:
+        if request.mode is not Mode.KEYWORD:
+            self.embedder  # load outside the timer (first query only)
+        started = time.perf_counter()
+        scope = self.scope_filter(request)
+        table = self.retriever.active_table(request.persona)
+        results: list[SearchResult] = []
+        warnings: list[SearchWarning] = []
+        if table is not None and not scope.allows_nothing():
+            results = self._query(table, request, scope, warnings)
+        took = (time.perf_counter() - started) * 1000
+        return SearchResponse(results=results, mode=request.mode.value, model=self.model_name, took_ms=took,
+                              warnings=tuple(warnings))
+
+    def _query(self, table, request: SearchRequest, scope: ScopeFilter,
+               warnings: list[SearchWarning]) -> list[SearchResult]:
+        from exporters.lancedb.retriever import FtsUnavailable
+
+        lance = self.retriever
+        where = lance.where(scope)
+        depth = max(CANDIDATES, request.max_results * 8)
+        hints = time_hints.parse(request.query)
+        time_where = None
+        if hints:
+            time_where = lance.within(where, hints.ranges())
+        columns = lance.columns(table)
+        rows: dict[str, dict] = {}
+        vec: dict[str, float] = {}
+        kw: dict[str, float] = {}
+        qv = None
+        if request.mode in (Mode.HYBRID, Mode.VECTOR):
+            qv = np.asarray(self.embedder.embed_query(request.query), dtype=np.float32)
+            for w, limit in ((where, depth), (time_where, TIME_CANDIDATES)):
+                if w is None:
+                    continue
+                for row in lance.nearest(table, qv, w, limit, columns):
+                    vec[row["id"]] = vector_score(row["_distance"])
+                    rows.setdefault(row["id"], row)
+        if request.mode in (Mode.HYBRID, Mode.KEYWORD):
+            for w, limit in ((where, depth), (time_where, TIME_CANDIDATES)):
+                if w is None:
+                    continue
+                try:
+                    hits, vectors = lance.matching(table, request.query, w, limit, columns, with_vectors=qv is not None)
+                except FtsUnavailable as exc:
+                    self._fts_failed(request, exc, warnings)
+                    break
+                if vectors is not None:  # exact vector scores, not 0 for ranking below the vector list's cut-off
+                    sims = vectors @ (qv / (np.linalg.norm(qv) or 1.0))
+                for i, row in enumerate(hits):
+                    kw[row["id"]] = keyword_score(row["_score"], self.ranking)
+                    if vectors is not None and row["id"] not in vec:
+                        vec[row["id"]] = max(0.0, min(1.0, float(sims[i])))
+                    rows.setdefault(row["id"], row)
+        cands = []
+        for key, row in rows.items():
+            if not scope.allows(row):  # defence in depth: never trust the prefilter alone
+                log.error("search.scope_leak_blocked", persona=request.persona, path=row.get("path"))
+                continue
+            memory = row.get("session") is None
+            seq = row.get("chunk_index") if memory else row.get("turn_seq")
+            cands.append(Candidate(key=key, group=row["path"] if memory else row["session"],
+                                   seq=None if seq is None else int(seq), vector=vec.get(key), keyword=kw.get(key),
+                                   timestamp_ms=row.get("timestamp_ms")))
+        scores = ranking.rank(cands, request.mode.value, hints, self.ranking)
+        terms = query_terms(request.query)
+        best: dict[str, tuple[float, dict]] = {}
+        for key, score in scores.items():
+            row = rows[key]
+            if score < request.min_score:
+                continue
+            current = best.get(row["path"])
+            if current is None or score > current[0]:
+                best[row["path"]] = (score, row)
+        ranked = sorted(best.values(), key=lambda item: (-item[0], item[1]["path"]))[: request.max_results]
+        out = []
+        for score, row in ranked:
+            snippet, _, _ = snippet_for(row["text"], int(row["start_line"]), terms)
+            out.append(SearchResult(
+                path=row["path"], source=row["source"], persona=row["persona"], session=row.get("session"),
+                turn_id=row.get("turn_id"), kind=row["kind"], start_line=int(row["start_line"]),
+                end_line=int(row["end_line"]), score=round(float(score), 4), snippet=snippet,
+                timestamp=_iso(row.get("timestamp_ms")),
+            ))
+        return out
+
+    def _fts_failed(self, request: SearchRequest, exc: Exception, warnings: list[SearchWarning]) -> None:
+        """A full-text failure is never silent: keyword mode fails with a clear
+        error; hybrid answers from the vector stage and says so."""
+        self.fts_failures += 1
+        self._fts_errors.failure("fts", "search.fts_failed", persona=request.persona, error=str(exc)[:500])
+        if request.mode is Mode.KEYWORD:
+            raise SearchError("full-text search is unavailable for this persona's index "
+                              f"({str(exc)[:200]}); use mode \"vector\", or run `ledger-indexer reindex`",
+                              http_status=503) from None
+        warnings.append(SearchWarning("fts_unavailable", "full-text search failed; these results come from the "
+                                      "vector stage only (run `ledger-indexer reindex` if it persists)"))
+
+
+__all__ = ["SearchRequest", "SearchResponse", "SearchResult", "Searcher", "SearchError", "Mode"]

@@ -1,0 +1,1 @@
+"""The daemon: sync worker, scheduler, watcher, HTTP API, metrics, systemd notify."""

@@ -1,0 +1,1 @@
+"""Local state of the writer: the state DB (cursor, hashes, sessions, projects) and the index lock."""

@@ -1,0 +1,468 @@
+"""The state DB: cursors, document hashes, the session registry, projects.
+
+A small SQLite file (WAL) in the index dir, owned by the one writer process;
+the API reads it for scope resolution. Schema changes are versioned
+migrations (``MIGRATIONS``), applied in order at open and recorded in
+``meta['schema_version']``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from peewee import (
+    CompositeKey,
+    IntegerField,
+    Model,
+    SqliteDatabase,
+    TextField,
+    chunked,
+)
+
+from indexer.core.types import Document
+
+CURSOR_KEY = "memory_sessions_ledger_cursor_v1"
+INDEX_META_KEY = "memory_index_meta_v1"
+SCHEMA_VERSION_KEY = "schema_version"
+GLOBAL = ""  # scope of meta rows that belong to no persona
+
+
+class Visibility:
+    SHARED = "shared"
+    PRIVATE = "private"
+
+
+@dataclass(frozen=True, slots=True)
+class FileRecord:
+    persona: str
+    path: str
+    source: str
+    session: str | None
+    turn_id: str | None
+    kind: str
+    content_hash: str
+    updated_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    label: str
+    persona: str
+    ledger_status: str
+    visibility: str
+
+
+def _models(db: SqliteDatabase):
+    class Base(Model):
+        class Meta:
+            database = db
+            legacy_table_names = False
+
+    class Meta(Base):
+        key = TextField()
+        scope = TextField(default=GLOBAL)
+        value = TextField()
+
+        class Meta:
+            table_name = "meta"
+            primary_key = CompositeKey("key", "scope")
+
+    class File(Base):
+        persona = TextField()
+        path = TextField()
+        source = TextField()
+        session_label = TextField(null=True, index=True)
+        turn_id = TextField(null=True)
+        kind = TextField()
+        content_hash = TextField()
+        updated_at = IntegerField()
+
+        class Meta:
+            table_name = "files"
+            primary_key = CompositeKey("persona", "path")
+
+    class SessionReg(Base):
+        label = TextField(primary_key=True)
+        persona = TextField(index=True)
+        ledger_status = TextField()
+        visibility = TextField(default=Visibility.SHARED)
+        first_seen = IntegerField()
+        updated_at = IntegerField()
+
+        class Meta:
+            table_name = "sessions"
+
+    class ProjectMember(Base):
+        project = TextField()
+        session_label = TextField(index=True)
+        added_at = IntegerField()
+
+        class Meta:
+            table_name = "project_members"
+            primary_key = CompositeKey("project", "session_label")
+
+    class PendingTurn(Base):
+        persona = TextField()
+        session_label = TextField()
+        turn_id = TextField()
+        seen_at = IntegerField()
+
+        class Meta:
+            table_name = "pending_turns"
+            primary_key = CompositeKey("persona", "session_label", "turn_id")
+
+    class BadRow(Base):
+        persona = TextField()
+        session_label = TextField()
+        turn_id = TextField()
+        reason = TextField()
+        detail = TextField()
+        seen_at = IntegerField()
+        # digest of the turn's ledger rows when it failed (LedgerReader.turn_fingerprints):
+        # when the rows change in place, the turn is built again
+        fingerprint = TextField(default="")
+        checked_at = IntegerField(default=0)
+
+        class Meta:
+            table_name = "bad_rows"
+            primary_key = CompositeKey("persona", "session_label", "turn_id")
+
+    return Meta, File, SessionReg, ProjectMember, PendingTurn, BadRow
+
+
+def _migration_1(db: SqliteDatabase, models) -> None:
+    db.create_tables(models, safe=True)
+
+
+def _migration_2(db: SqliteDatabase, models) -> None:
+    """bad_rows: the fingerprint of the failed turn's rows, and when it was last compared."""
+    columns = {c.name for c in db.get_columns("bad_rows")}
+    if "fingerprint" not in columns:
+        db.execute_sql("ALTER TABLE bad_rows ADD COLUMN fingerprint TEXT NOT NULL DEFAULT ''")
+    if "checked_at" not in columns:
+        db.execute_sql("ALTER TABLE bad_rows ADD COLUMN checked_at INTEGER NOT NULL DEFAULT 0")
+
+
+# Append only; never edit a released migration.
+MIGRATIONS = [_migration_1, _migration_2]
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class StateDB:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = SqliteDatabase(
+            str(self.path),
+            pragmas={"journal_mode": "wal", "busy_timeout": 10000, "synchronous": "normal", "foreign_keys": 0},
+            check_same_thread=False,
+            timeout=10,
+        )
+        self.db.connect(reuse_if_open=True)
+        (self.Meta, self.File, self.SessionReg, self.ProjectMember, self.PendingTurn,
+         self.BadRow) = _models(self.db)
+        self._migrate()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def atomic(self):
+        return self.db.atomic()
+
+    # -- schema --------------------------------------------------------------
+
+    def _migrate(self) -> None:
+        with self.db.atomic():
+            self.db.create_tables([self.Meta], safe=True)
+            version = int(self.get_meta(SCHEMA_VERSION_KEY) or 0)
+            models = [self.Meta, self.File, self.SessionReg, self.ProjectMember, self.PendingTurn, self.BadRow]
+            for number, migration in enumerate(MIGRATIONS, start=1):
+                if number > version:
+                    migration(self.db, models)
+                    self.set_meta(SCHEMA_VERSION_KEY, str(number))
+
+    @property
+    def schema_version(self) -> int:
+        return int(self.get_meta(SCHEMA_VERSION_KEY) or 0)
+
+    # -- meta ------------------------------------------------------------------
+
+    def get_meta(self, key: str, scope: str = GLOBAL) -> str | None:
+        row = self.Meta.get_or_none((self.Meta.key == key) & (self.Meta.scope == scope))
+        return row.value if row else None
+
+    def set_meta(self, key: str, value: str, scope: str = GLOBAL) -> None:
+        self.Meta.replace(key=key, scope=scope, value=value).execute()
+
+    def delete_meta(self, key: str, scope: str = GLOBAL) -> None:
+        self.Meta.delete().where((self.Meta.key == key) & (self.Meta.scope == scope)).execute()
+
+    def get_cursor(self, persona: str) -> int | None:
+        value = self.get_meta(CURSOR_KEY, persona)
+        return int(value) if value is not None else None
+
+    def set_cursor(self, persona: str, cursor: int) -> None:
+        self.set_meta(CURSOR_KEY, str(int(cursor)), persona)
+
+    def clear_cursor(self, persona: str) -> None:
+        self.delete_meta(CURSOR_KEY, persona)
+
+    def get_json(self, key: str, scope: str = GLOBAL) -> dict | None:
+        value = self.get_meta(key, scope)
+        return json.loads(value) if value else None
+
+    def set_json(self, key: str, value: dict, scope: str = GLOBAL) -> None:
+        self.set_meta(key, json.dumps(value, sort_keys=True), scope)
+
+    def add_counter(self, key: str, scope: str, delta: int) -> None:
+        if delta:
+            current = int(self.get_meta(key, scope) or 0)
+            self.set_meta(key, str(current + delta), scope)
+
+    def counter(self, key: str, scope: str) -> int:
+        return int(self.get_meta(key, scope) or 0)
+
+    # -- files (document hashes) -------------------------------------------------
+
+    def hashes(self, persona: str, paths: Iterable[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        F = self.File
+        for part in chunked(sorted(set(paths)), 500):
+            q = F.select(F.path, F.content_hash).where((F.persona == persona) & F.path.in_(part))
+            out.update(dict(q.tuples()))
+        return out
+
+    def paths(self, persona: str, *, session: str | None = None, source: str | None = None) -> set[str]:
+        F = self.File
+        q = F.select(F.path).where(F.persona == persona)
+        if session is not None:
+            q = q.where(F.session_label == session)
+        if source is not None:
+            q = q.where(F.source == source)
+        return {p for (p,) in q.tuples()}
+
+    def record_documents(self, docs: Sequence[Document]) -> None:
+        stamp = now_ms()
+        rows = [
+            {
+                "persona": d.persona, "path": d.path, "source": d.source.value, "session_label": d.session,
+                "turn_id": d.turn_id, "kind": d.kind.value, "content_hash": d.content_hash, "updated_at": stamp,
+            }
+            for d in docs
+        ]
+        for part in chunked(rows, 200):
+            self.File.replace_many(part).execute()
+
+    def forget_documents(self, persona: str, paths: Iterable[str]) -> None:
+        F = self.File
+        for part in chunked(sorted(set(paths)), 500):
+            F.delete().where((F.persona == persona) & F.path.in_(part)).execute()
+
+    def file(self, persona: str, path: str) -> FileRecord | None:
+        F = self.File
+        r = F.get_or_none((F.persona == persona) & (F.path == path))
+        if r is None:
+            return None
+        return FileRecord(r.persona, r.path, r.source, r.session_label, r.turn_id, r.kind, r.content_hash,
+                          r.updated_at)
+
+    def document_count(self, persona: str) -> int:
+        return self.File.select().where(self.File.persona == persona).count()
+
+    def indexed_turns(self, persona: str, session: str) -> set[str]:
+        F = self.File
+        q = F.select(F.turn_id).where((F.persona == persona) & (F.session_label == session))
+        return {t for (t,) in q.tuples() if t}
+
+    # -- session registry ----------------------------------------------------------
+
+    def register_sessions(self, rows: Iterable[tuple[str, str, str]]) -> None:
+        """Upsert (label, persona, ledger_status); visibility is kept."""
+        stamp = now_ms()
+        S = self.SessionReg
+        for label, persona, status in rows:
+            S.insert(label=label, persona=persona, ledger_status=status, visibility=Visibility.SHARED,
+                     first_seen=stamp, updated_at=stamp).on_conflict(
+                conflict_target=[S.label],
+                update={S.persona: persona, S.ledger_status: status, S.updated_at: stamp},
+            ).execute()
+
+    def session_statuses(self, persona: str) -> dict[str, str]:
+        S = self.SessionReg
+        return dict(S.select(S.label, S.ledger_status).where(S.persona == persona).tuples())
+
+    def session(self, label: str) -> SessionRecord | None:
+        r = self.SessionReg.get_or_none(self.SessionReg.label == label)
+        return SessionRecord(r.label, r.persona, r.ledger_status, r.visibility) if r else None
+
+    def set_visibility(self, label: str, visibility: str) -> bool:
+        if visibility not in (Visibility.SHARED, Visibility.PRIVATE):
+            raise ValueError(f"visibility must be 'shared' or 'private', not {visibility!r}")
+        S = self.SessionReg
+        return S.update(visibility=visibility, updated_at=now_ms()).where(S.label == label).execute() > 0
+
+    # -- projects --------------------------------------------------------------------
+
+    def project_add(self, project: str, labels: Iterable[str]) -> None:
+        stamp = now_ms()
+        rows = [{"project": project, "session_label": lbl, "added_at": stamp} for lbl in labels]
+        for part in chunked(rows, 200):
+            self.ProjectMember.insert_many(part).on_conflict_ignore().execute()
+
+    def project_remove(self, project: str, labels: Iterable[str]) -> int:
+        P = self.ProjectMember
+        return P.delete().where((P.project == project) & P.session_label.in_(list(labels))).execute()
+
+    def projects(self) -> dict[str, list[str]]:
+        P = self.ProjectMember
+        out: dict[str, list[str]] = {}
+        for project, label in P.select(P.project, P.session_label).order_by(P.project, P.session_label).tuples():
+            out.setdefault(project, []).append(label)
+        return out
+
+    def project_peers(self, label: str) -> set[str]:
+        """Every session sharing a project with ``label`` (itself included)."""
+        P = self.ProjectMember
+        mine = P.select(P.project).where(P.session_label == label)
+        peers = {lbl for (lbl,) in P.select(P.session_label).where(P.project.in_(mine)).tuples()}
+        return peers | {label}
+
+    def hidden_sessions(self, persona: str) -> set[str]:
+        """Sessions of ``persona`` that other sessions must never see: private or deleted."""
+        S = self.SessionReg
+        q = S.select(S.label).where(
+            (S.persona == persona) & ((S.visibility == Visibility.PRIVATE) | (S.ledger_status == "deleted"))
+        )
+        return {lbl for (lbl,) in q.tuples()}
+
+    def private_sessions(self, persona: str) -> set[str]:
+        S = self.SessionReg
+        q = S.select(S.label).where((S.persona == persona) & (S.visibility == Visibility.PRIVATE))
+        return {lbl for (lbl,) in q.tuples()}
+
+    def scope_facts(self, persona: str, session: str | None):
+        """Everything scope resolution needs, read in one short transaction."""
+        from indexer.core.scopes import ScopeFacts
+
+        with self.db.atomic():
+            return ScopeFacts(
+                private=frozenset(self.private_sessions(persona)),
+                deleted=frozenset(self.deleted_sessions(persona)),
+                project_peers=frozenset(self.project_peers(session)) if session else frozenset(),
+            )
+
+    def deleted_sessions(self, persona: str) -> set[str]:
+        S = self.SessionReg
+        q = S.select(S.label).where((S.persona == persona) & (S.ledger_status == "deleted"))
+        return {lbl for (lbl,) in q.tuples()}
+
+    # -- pending turns -------------------------------------------------------------------
+
+    def pending(self, persona: str) -> list[tuple[str, str]]:
+        P = self.PendingTurn
+        return list(P.select(P.session_label, P.turn_id).where(P.persona == persona).tuples())
+
+    def set_pending(self, persona: str, items: Iterable[tuple[str, str]]) -> None:
+        stamp = now_ms()
+        rows = [{"persona": persona, "session_label": s, "turn_id": t, "seen_at": stamp} for s, t in items]
+        for part in chunked(rows, 200):
+            self.PendingTurn.insert_many(part).on_conflict_ignore().execute()
+
+    def clear_pending(self, persona: str, items: Iterable[tuple[str, str]]) -> None:
+        P = self.PendingTurn
+        for session, turn in items:
+            P.delete().where((P.persona == persona) & (P.session_label == session) & (P.turn_id == turn)).execute()
+
+    def forget_source(self, persona: str) -> None:
+        """Drop every per-source fact of ``persona`` (cursor, pending turns, bad
+        rows, derived sets): the ledger they described is gone."""
+        P, B, M = self.PendingTurn, self.BadRow, self.Meta
+        with self.db.atomic():
+            P.delete().where(P.persona == persona).execute()
+            B.delete().where(B.persona == persona).execute()
+            M.delete().where(M.scope == persona).execute()
+
+    # -- bad rows ------------------------------------------------------------------------
+
+    def record_bad(self, persona: str, items: Iterable[tuple[str, str, str, str]],
+                   fingerprints: dict[str, str] | None = None, *, sessions_built: Iterable[str] = ()) -> int:
+        """Record (session, turn_id, reason, detail) as bad, with the fingerprint
+        of the turn's rows (by turn id). ``sessions_built``: sessions whose every
+        unindexed turn was just built again, so their bad rows not in ``items``
+        are resolved (built fine, or no longer in the session's history).
+        Returns how many (session, turn) pairs are newly bad."""
+        stamp = now_ms()
+        B = self.BadRow
+        fingerprints = fingerprints or {}
+        items = list({(i[0], i[1]): i for i in items}.values())
+        known = {
+            (s, t) for s, t in B.select(B.session_label, B.turn_id).where(B.persona == persona).tuples()
+        }
+        still = {(i[0], i[1]) for i in items}
+        by_session: dict[str, list[str]] = {}
+        for s, t in known:
+            if (s, t) not in still:
+                by_session.setdefault(s, []).append(t)
+        for label in set(sessions_built):
+            for part in chunked(by_session.get(label, []), 500):
+                B.delete().where((B.persona == persona) & (B.session_label == label) & B.turn_id.in_(part)).execute()
+        rows = [{"persona": persona, "session_label": session, "turn_id": turn, "reason": reason,
+                 "detail": detail[:500], "seen_at": stamp, "fingerprint": fingerprints.get(turn, ""),
+                 "checked_at": stamp} for session, turn, reason, detail in items]
+        for part in chunked(rows, 200):
+            B.replace_many(part).execute()  # a turn still bad: its reason and fingerprint are refreshed
+        return len(still - known)
+
+    def bad_to_check(self, persona: str, limit: int) -> list[tuple[str, str, str]]:
+        """Up to ``limit`` bad (session, turn_id, fingerprint), least recently compared first."""
+        B = self.BadRow
+        q = (B.select(B.session_label, B.turn_id, B.fingerprint).where(B.persona == persona)
+             .order_by(B.checked_at, B.session_label, B.turn_id).limit(limit))
+        return list(q.tuples())
+
+    def mark_bad_checked(self, persona: str, items: Iterable[tuple[str, str]]) -> None:
+        B = self.BadRow
+        stamp = now_ms()
+        for session, turn in items:
+            B.update(checked_at=stamp).where((B.persona == persona) & (B.session_label == session)
+                                             & (B.turn_id == turn)).execute()
+
+    def bad_count(self, persona: str) -> int:
+        return self.BadRow.select().where(self.BadRow.persona == persona).count()
+
+    def clear_bad_turns(self, persona: str, items: Iterable[tuple[str, str]]) -> int:
+        """Forget (session, turn_id) entries that built fine on a retry."""
+        B = self.BadRow
+        n = 0
+        for session, turn in set(items):
+            n += B.delete().where((B.persona == persona) & (B.session_label == session)
+                                  & (B.turn_id == turn)).execute()
+        return n
+
+    def bad_items(self, persona: str) -> list[tuple[str, str]]:
+        B = self.BadRow
+        return list(B.select(B.session_label, B.turn_id).where(B.persona == persona).tuples())
+
+    def bad_list(self, persona: str, limit: int = 50) -> list[dict]:
+        """The skipped turns with their reasons, newest first (for status)."""
+        B = self.BadRow
+        q = (B.select(B.session_label, B.turn_id, B.reason, B.detail, B.seen_at).where(B.persona == persona)
+             .order_by(B.seen_at.desc(), B.session_label, B.turn_id).limit(limit))
+        return [{"session": s, "turn_id": t, "reason": r, "detail": d, "seen_at_ms": at} for s, t, r, d, at in q.tuples()]
+
+    def clear_bad(self, persona: str) -> None:
+        self.BadRow.delete().where(self.BadRow.persona == persona).execute()
+
+    def personas_indexed(self) -> list[str]:
+        F = self.File
+        return [p for (p,) in F.select(F.persona).distinct().tuples()]
+
+
+__all__ = ["StateDB", "FileRecord", "SessionRecord", "Visibility", "CURSOR_KEY", "INDEX_META_KEY"]

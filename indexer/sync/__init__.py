@@ -1,0 +1,1 @@
+"""Ledger to sinks: build documents, skip unchanged ones, write, commit the cursor last (``sync_once``)."""

@@ -1,0 +1,128 @@
+"""Building the documents of ledger sessions (one step of a sync pass).
+
+``build_sessions`` reads a batch of sessions in a fixed number of ledger
+queries and returns their documents, what was skipped and why, and the turns
+still pending. Pure with respect to the sinks: nothing is written here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+from indexer.sync.context import Indexer
+from indexer.core.documents import Skip, SkipReason, compaction_document, turn_document
+from indexer.core.types import Document
+from ledger.reader import LedgerReader
+from ledger.rows import SessionRow
+
+DONE_STATUSES = ("completed", "failed")
+
+
+@dataclass
+class Built:
+    docs: list[Document] = field(default_factory=list)
+    skips: list[Skip] = field(default_factory=list)
+    pending: list[tuple[str, str]] = field(default_factory=list)  # (session, turn_id)
+    done_pending: list[tuple[str, str]] = field(default_factory=list)
+    # per session: the ancestry (turn ids) when it could be read
+    ancestry: dict[str, list[str]] = field(default_factory=dict)
+    # per skipped turn id: the digest of its rows as read (a change retries it)
+    fingerprints: dict[str, str] = field(default_factory=dict)
+
+
+def parse_ancestry(raw: str | None, head: str) -> list[str] | None:
+    if raw is None:
+        return [head]
+    try:
+        value = json.loads(raw)
+    except (json.JSONDecodeError, TypeError):
+        return None
+    if not isinstance(value, list) or not all(isinstance(x, str) and x for x in value):
+        return None
+    return value if value else [head]
+
+
+def build_sessions(
+    ix: Indexer,
+    reader: LedgerReader,
+    persona: str,
+    sessions: Sequence[SessionRow],
+    *,
+    only_new: bool,
+    extra_turns: Iterable[tuple[str, str]] = (),
+) -> Built:
+    """Documents for ``sessions`` (and for ``extra_turns``: (session, turn) pairs
+    to revisit), in a fixed number of ledger queries.
+
+    ``only_new``: skip turns already indexed (or recorded as bad) for that
+    session: completed turns never change, so a tail need not rebuild them.
+    """
+    out = Built()
+    by_label = {s.label: s for s in sessions}
+    threads = reader.threads(s.thread_id for s in sessions)
+    wanted: dict[str, list[str]] = {}
+    for s in sessions:
+        thread = threads.get(s.thread_id)
+        if thread is None:
+            out.skips.append(Skip(SkipReason.MISSING_THREAD, s.label, s.thread_id,
+                                  f"session head {s.thread_id} has no threads row"))
+            continue
+        ancestry = parse_ancestry(thread.ancestry_json, s.thread_id)
+        if ancestry is None:
+            out.skips.append(Skip(SkipReason.BAD_ANCESTRY, s.label, s.thread_id,
+                                  "threads.ancestry is not a JSON array of turn ids"))
+            continue
+        out.ancestry[s.label] = ancestry
+        if only_new:
+            # Turns recorded as bad are retried whenever their session moves
+            # (new history row) and by `sync --retry-bad`: nothing stays dropped.
+            known = ix.state.indexed_turns(persona, s.label)
+            wanted[s.label] = [t for t in ancestry if t not in known]
+        else:
+            wanted[s.label] = list(dict.fromkeys(ancestry))
+    for label, turn in extra_turns:
+        wanted.setdefault(label, [])
+        if turn not in wanted[label]:
+            wanted[label].append(turn)
+    extra = set(extra_turns)
+
+    turn_ids = {t for ids in wanted.values() for t in ids}
+    turns = reader.turns(turn_ids)
+    normal = [t for t in turn_ids if t in turns and turns[t].turn_type != "compaction"]
+    compact = [t for t in turn_ids if t in turns and turns[t].turn_type == "compaction"]
+    messages = reader.messages(normal)
+    compactions = reader.compactions(compact)
+    limit = ix.config.ledger.max_message_bytes
+
+    positions = {label: {t: i for i, t in enumerate(dict.fromkeys(anc))} for label, anc in out.ancestry.items()}
+    for label, ids in wanted.items():
+        session = by_label.get(label)
+        for tid in ids:
+            turn = turns.get(tid)
+            if turn is None:
+                out.skips.append(Skip(SkipReason.MISSING_TURN, label, tid, "ancestry names a turn that does not exist"))
+                continue
+            if turn.status not in DONE_STATUSES:
+                out.pending.append((label, tid))
+                continue
+            if (label, tid) in extra:
+                out.done_pending.append((label, tid))
+            persona_of = session.persona if session else persona
+            try:
+                if turn.turn_type == "compaction":
+                    result = compaction_document(persona_of, label, turn, compactions.get(tid),
+                                                 redact=ix.redact, max_message_bytes=limit)
+                else:
+                    result = turn_document(persona_of, label, turn, messages.get(tid, []),
+                                           redact=ix.redact, max_message_bytes=limit)
+            except Exception as exc:  # one bad row never stops a sync
+                result = Skip(SkipReason.INVALID_ROW, label, tid, f"{type(exc).__name__}: {exc}")
+            if isinstance(result, Skip):
+                out.skips.append(result)
+            elif result is not None:
+                out.docs.append(replace(result, turn_seq=positions.get(label, {}).get(tid)))
+    # Read in the caller's snapshot, with the rows the skips were decided on.
+    out.fingerprints = reader.turn_fingerprints(s.turn_id for s in out.skips if s.turn_id)
+    return out

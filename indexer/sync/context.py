@@ -1,0 +1,127 @@
+"""The resources one indexing process holds: config, state DB, sinks, redactor.
+
+Sinks are built from the config here (the only place that knows every
+backend); tests pass their own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+
+import structlog
+
+from exporters.base import Exporter
+from indexer.embedding.factory import make_embedder
+from indexer.runtime.config import Config
+from indexer.state.db import StateDB
+from indexer.core.types import Document
+from ledger.reader import LedgerReader
+
+log = structlog.get_logger("indexer.context")
+
+# Bump when the document text layout changes: stored hashes then mean nothing.
+DOCUMENT_FORMAT_VERSION = "doc-v1"
+# Newline-separated secrets in the environment (e.g. from a systemd credential).
+KNOWN_SECRETS_ENV = "LEDGER_INDEXER_KNOWN_SECRETS"
+
+
+def known_secrets(config: Config):
+    """The configured exact-value secrets (file, or env LEDGER_INDEXER_KNOWN_SECRETS), or None."""
+    from redaction import KnownSecrets
+
+    values = []
+    sources = []
+    if config.redaction.known_secrets_file is not None:
+        sources.append((str(config.redaction.known_secrets_file), KnownSecrets.from_file(config.redaction.known_secrets_file)))
+    sources.append((KNOWN_SECRETS_ENV, KnownSecrets.from_env(KNOWN_SECRETS_ENV)))
+    for origin, known in sources:
+        values.extend(known.values)
+        for entry in known.ignored:  # the reason and line only, never the value
+            log.warning("redaction.known_secret_ignored", source=origin, line=entry.line, reason=entry.reason)
+    return KnownSecrets(values) if values else None
+
+
+def make_redactor(config: Config) -> tuple[Callable[[str], str], str]:
+    """The redaction function for documents, and the ruleset version."""
+    from redaction import REDACTION_VERSION, Redactor, ruleset_fingerprint
+
+    known = known_secrets(config)
+    redactor = Redactor(known=known)
+    # The fingerprint catches a rule or code edit made without a version bump;
+    # known secrets add to it (never replace it).
+    version = f"{REDACTION_VERSION}+{ruleset_fingerprint()}"
+    if known is not None:
+        # A new known secret must reach documents already indexed: it changes the
+        # version, which triggers a rebuild. Only a short digest of the set is stored.
+        digest = hashlib.sha256("\n".join(sorted(known.values)).encode()).hexdigest()[:12]
+        version = f"{version}+known:{digest}"
+    return (lambda text: redactor.redact(text).text), version
+
+
+def build_sinks(config: Config, *, embedder=None) -> list[Exporter]:
+    sinks: list[Exporter] = []
+    for name in config.index.sinks:
+        if name == "lancedb":
+            from exporters.lancedb import LanceSink
+
+            sinks.append(LanceSink(config.lancedb_dir, embedder if embedder is not None else make_embedder(config)))
+        elif name == "qmd":
+            from exporters.qmd import QmdExporter
+
+            sinks.append(QmdExporter(config.qmd_export_dir, update_command=config.qmd.update_command,
+                                     update_timeout_s=config.qmd.update_timeout_seconds))
+    return sinks
+
+
+def sink_fingerprint(sink: Exporter) -> str:
+    return str(sink.fingerprint)
+
+
+class Indexer:
+    def __init__(self, config: Config, *, sinks: Sequence[Exporter], state: StateDB | None = None,
+                 redact: Callable[[str], str] | None = None, redaction_version: str | None = None):
+        self.config = config
+        self.state = state or StateDB(config.state_db_path)
+        self.sinks = list(sinks)
+        if redact is None:
+            redact, redaction_version = make_redactor(config)
+        self.redact = redact
+        self.redaction_version = redaction_version or "custom"
+        from indexer.sync.memory_source import MemorySource
+
+        self.memory = MemorySource(self)
+
+    @property
+    def index_meta(self) -> dict:
+        """What the index was built with; any change triggers a rebuild."""
+        return {
+            "format": DOCUMENT_FORMAT_VERSION,
+            "redaction": self.redaction_version,
+            # Raising the cap re-admits text that an earlier build truncated.
+            "max_message_bytes": self.config.ledger.max_message_bytes,
+            "sinks": {sink.name: sink_fingerprint(sink) for sink in self.sinks},
+        }
+
+    def reader(self) -> LedgerReader:
+        """A fresh read-only reader: opened per pass so a replaced ledger file is noticed."""
+        return LedgerReader.open(self.config.ledger.path, max_message_bytes=self.config.ledger.max_message_bytes)
+
+    def memory_documents(self, persona: str) -> list[Document]:
+        return self.memory.documents(persona)
+
+    def sync_memory(self, persona: str) -> int:
+        return self.memory.sync(persona)
+
+    def close(self) -> None:
+        for sink in self.sinks:
+            try:
+                sink.close()
+            except Exception as exc:
+                log.warning("sink.close_failed", sink=sink.name, error=str(exc))
+        self.state.close()
+
+
+def open_indexer(config: Config, *, embedder=None, sinks: Sequence[Exporter] | None = None) -> Indexer:
+    config.index.dir.mkdir(parents=True, exist_ok=True)
+    return Indexer(config, sinks=sinks if sinks is not None else build_sinks(config, embedder=embedder))

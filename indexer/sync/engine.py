@@ -1,0 +1,620 @@
+"""``sync_once()``: one pass from the ledger to the sinks. The daemon only repeats it.
+
+Per persona:
+
+- **tail** (cursor present): ``session_history`` rows after the cursor,
+  coalesced per session; each touched session's head ancestry is walked and
+  the turns not indexed yet for that session are built; pending/streaming
+  turns seen earlier are revisited; ledger status changes (``deleted``) are
+  picked up from one scan of the persona's sessions.
+- **backfill** (cursor missing): every session of the persona.
+- **rebuild** (``force=True`` or a change of the index metadata: redaction,
+  embedding model, chunking, sinks): every session, written into a new
+  generation of every sink, switched in only when complete, so search keeps
+  answering from the old one meanwhile.
+
+Write order per batch: sinks first, then hashes and cursor in one state-DB
+transaction. Sinks are idempotent (upsert by path), so a crash between the
+two replays the batch and neither loses nor duplicates.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import structlog
+
+from exporters.base import Exporter, Rebuild
+from indexer.sync.context import Indexer
+from indexer.core.documents import Skip
+from indexer.state.db import INDEX_META_KEY
+from indexer.sync.build import Built, build_sessions
+from indexer.sync.visibility import UNSCOPED_WRITES, filter_hidden, reconcile_unscoped, switch_in_rebuild
+from indexer.core.types import Document, Source
+from ledger.reader import LedgerReader
+from ledger.rows import SessionRow
+
+log = structlog.get_logger("indexer.sync")
+
+SESSIONS_PER_BATCH = 50
+HISTORY_ROWS_PER_BATCH = 2000
+# Documents per sink write: bounds the time between stop checks (SIGTERM) and
+# the memory of one embedding batch; hashes are committed after each write.
+DOCS_PER_WRITE = 32
+LEDGER_IDENTITY_KEY = "ledger_identity_v1"
+
+Progress = Callable[[str, int, int], None]
+
+
+class SyncInterrupted(Exception):
+    """The stop event was set; everything committed so far is consistent."""
+
+
+@dataclass
+class PersonaSummary:
+    persona: str
+    mode: str
+    cursor_before: int | None
+    cursor: int | None = None
+    head: int = 0
+    sessions: int = 0
+    documents_written: int = 0
+    documents_unchanged: int = 0
+    documents_skipped_bad: int = 0
+    documents_deleted: int = 0
+    pending_turns: int = 0
+    bad_retried: int = 0  # sessions whose bad turns were built again (--retry-bad, or their rows changed)
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class SyncSummary:
+    personas: dict[str, PersonaSummary] = field(default_factory=dict)
+    seconds: float = 0.0
+    interrupted: bool = False
+
+    def total(self, name: str) -> int:
+        return sum(getattr(p, name) for p in self.personas.values())
+
+    @property
+    def documents_written(self) -> int:
+        return self.total("documents_written")
+
+    def as_dict(self) -> dict:
+        return {
+            "documents_written": self.total("documents_written"),
+            "documents_unchanged": self.total("documents_unchanged"),
+            "documents_skipped_bad": self.total("documents_skipped_bad"),
+            "documents_deleted": self.total("documents_deleted"),
+            "cursor": {p: s.cursor for p, s in self.personas.items()},
+            "personas": {p: s.as_dict() for p, s in self.personas.items()},
+            "seconds": round(self.seconds, 3),
+            "interrupted": self.interrupted,
+        }
+
+
+
+# -- writing ---------------------------------------------------------------------------------
+
+
+class _Target:
+    """Where a batch goes: a live sink (upsert + delete) or a rebuild (upsert only).
+
+    A sink without scopes (``unscoped``) never receives a private or deleted
+    session's documents: each upsert reads the visibility at that moment
+    (callers hold UNSCOPED_WRITES). A rebuild target also keeps what it left
+    out (``withheld``) and which sessions it staged, so that a visibility
+    change made before the switch is honoured (sync_visibility.switch_in_rebuild).
+    """
+
+    def __init__(self, ix: Indexer, persona: str, sink: Exporter, rebuild: Rebuild | None = None):
+        self.ix, self.persona, self.sink, self.rebuild = ix, persona, sink, rebuild
+        self.unscoped = not sink.enforces_scopes
+        self.withheld: list[Document] = []
+        self.staged_sessions: set[str] = set()  # rebuild: sessions with documents in the staged set
+
+    def upsert(self, docs: Sequence[Document]) -> None:
+        if self.unscoped:
+            docs, withheld = filter_hidden(self.ix, self.persona, docs)
+            if self.rebuild is not None:
+                self.withheld.extend(withheld)
+                self.staged_sessions.update(d.session for d in docs if d.session)
+            if not docs:
+                return
+        if self.rebuild is not None:
+            self.rebuild.upsert(docs)
+        else:
+            self.sink.upsert(self.persona, docs)
+
+    def delete(self, paths: set[str]) -> None:
+        if self.rebuild is None and paths:
+            self.sink.delete(self.persona, paths)
+
+
+def _write(ix: Indexer, persona: str, docs: Sequence[Document], deletions: set[str],
+           targets: Sequence[_Target], *, skip_unchanged: bool,
+           record: Callable[[list[Document]], None] | None = None) -> tuple[list[Document], int]:
+    """Upsert changed docs and delete paths in every target, then ``record`` what
+    was written. Returns (written, unchanged).
+
+    Sinks with scopes are written first (embedding takes the time); sinks
+    without scopes and the record follow under UNSCOPED_WRITES, so a
+    visibility change applied meanwhile sees either both or neither."""
+    unique = list({d.path: d for d in docs}.values())
+    if skip_unchanged:
+        known = ix.state.hashes(persona, (d.path for d in unique))
+        changed = [d for d in unique if known.get(d.path) != d.content_hash]
+    else:
+        changed = unique
+    # Debug events bracket every sink write: operators can see where a pass
+    # spends its time, and the crash tests kill the daemon between them.
+    if changed or deletions:
+        log.debug("sink.write_started", persona=persona, documents=len(changed), deletions=len(deletions))
+    for target in sorted(targets, key=lambda t: t.unscoped):
+        if target.unscoped:
+            break
+        if changed:
+            target.upsert(changed)
+        target.delete(deletions)
+    with UNSCOPED_WRITES:
+        for target in targets:
+            if target.unscoped:
+                if changed:
+                    target.upsert(changed)
+                target.delete(deletions)
+        if record is not None:
+            record(changed)
+    if changed or deletions:
+        log.debug("sink.write_done", persona=persona, documents=len(changed), deletions=len(deletions))
+    return changed, len(unique) - len(changed)
+
+
+def _live(ix: Indexer, persona: str) -> list[_Target]:
+    return [_Target(ix, persona, sink) for sink in ix.sinks]
+
+
+def _write_in_parts(ix: Indexer, persona: str, docs: Sequence[Document], targets: Sequence[_Target],
+                    summary: PersonaSummary, *, skip_unchanged: bool, stop: threading.Event | None,
+                    progress: Progress | None, record: bool = True) -> list[Document]:
+    """Write ``docs`` in parts of DOCS_PER_WRITE; after each part its hashes are
+    committed (when ``record``), so an interrupted pass keeps what it wrote."""
+    written_all: list[Document] = []
+    # Sorted by length so each write's embedding batches pad to similar lengths:
+    # mixed lengths made the sync run at 0.56x raw embedding speed, sorted 0.86x
+    # (bench/RESULTS.md). Write order does not matter: each part commits its own hashes.
+    unique = sorted({d.path: d for d in docs}.values(), key=lambda d: len(d.body))
+    for start in range(0, len(unique), DOCS_PER_WRITE):
+        _check_stop(stop)
+        part = unique[start : start + DOCS_PER_WRITE]
+
+        def commit(written: list[Document], part: list[Document] = part) -> None:
+            with ix.state.atomic():
+                ix.state.record_documents(written)
+                # Every document of the part, unchanged ones too: after a new
+                # source (replaced ledger) the set is rebuilt from what is indexed.
+                _record_truncations(ix, persona, part)
+
+        written, unchanged = _write(ix, persona, part, set(), targets, skip_unchanged=skip_unchanged,
+                                    record=commit if record else None)
+        written_all.extend(written)
+        summary.documents_written += len(written)
+        summary.documents_unchanged += unchanged
+        if progress:
+            progress(persona, -1, -1)  # a heartbeat: the pass is alive
+    return written_all
+
+
+TRUNCATED_KEY = "truncated_documents_v1"
+
+
+def _record_truncations(ix: Indexer, persona: str, written: Sequence[Document], *, fresh: bool = False) -> None:
+    """Keep the set of indexed documents holding a truncated message (status shows it)."""
+    stored = None if fresh else ix.state.get_json(TRUNCATED_KEY, persona)
+    paths = set(stored["paths"]) if stored else set()
+    before = set(paths)
+    for d in written:
+        if d.truncated_bytes:
+            paths.add(d.path)
+        else:
+            paths.discard(d.path)
+    if paths != before or fresh:
+        ix.state.set_json(TRUNCATED_KEY, {"paths": sorted(paths)}, persona)
+
+
+def truncated_documents(state, persona: str) -> list[str]:
+    """Indexed documents of ``persona`` whose text was cut at ledger.max_message_bytes."""
+    stored = state.get_json(TRUNCATED_KEY, persona)
+    if not stored:
+        return []
+    live = state.hashes(persona, stored["paths"])
+    return [p for p in stored["paths"] if p in live]
+
+
+def _commit_state(ix: Indexer, persona: str, summary: PersonaSummary, built: Built,
+                  deletions: set[str], cursor: int | None) -> None:
+    # What built fine now is no longer bad: revisited turns that made a document,
+    # and in every session whose ancestry was read (all its unindexed turns were
+    # just built) whatever was not skipped again.
+    resolved = [(d.session, d.turn_id) for d in built.docs if d.session and d.turn_id]
+    with ix.state.atomic():
+        ix.state.forget_documents(persona, deletions)
+        ix.state.clear_bad_turns(persona, resolved)
+        ix.state.set_pending(persona, built.pending)
+        ix.state.clear_pending(persona, built.done_pending)
+        summary.documents_skipped_bad += ix.state.record_bad(
+            persona, [(s.session, s.turn_id or "", s.reason.value, s.detail) for s in built.skips],
+            built.fingerprints, sessions_built=built.ancestry)
+        if cursor is not None:
+            ix.state.set_cursor(persona, cursor)
+    _log_skips(persona, built.skips)
+
+
+def _log_skips(persona: str, skips: Sequence[Skip]) -> None:
+    """One warning per (session, reason) and batch, with a count and examples:
+    a 20,000-id ancestry of dangling ids is one line, not 20,000."""
+    groups: dict[tuple[str, str], list[Skip]] = {}
+    for skip in skips:
+        groups.setdefault((skip.session, skip.reason.value), []).append(skip)
+    for (session, reason), items in groups.items():
+        log.warning("document.skipped", persona=persona, session=session, reason=reason, count=len(items),
+                    turn_ids=[s.turn_id for s in items[:3]], detail=items[0].detail)
+
+
+def _stale_paths(ix: Indexer, persona: str, built: Built) -> set[str]:
+    """Documents of a session whose turn left the session's ancestry (a rewind)."""
+    stale: set[str] = set()
+    for label, ancestry in built.ancestry.items():
+        keep = set(ancestry)
+        F = ix.state.File
+        q = F.select(F.path, F.turn_id).where((F.persona == persona) & (F.session_label == label))
+        stale.update(p for p, t in q.tuples() if t not in keep)
+    return stale
+
+
+def _check_stop(stop: threading.Event | None) -> None:
+    if stop is not None and stop.is_set():
+        raise SyncInterrupted()
+
+
+# -- session status (deleted sessions) -----------------------------------------------------------
+
+
+def _refresh_registry(ix: Indexer, persona: str, sessions: Sequence[SessionRow], summary: PersonaSummary) -> set[str]:
+    """Record every session's ledger status; purge documents of deleted (or vanished) sessions.
+    Returns the labels that are deleted."""
+    known = ix.state.session_statuses(persona)
+    present = {s.label for s in sessions}
+    rows = [(s.label, s.persona, s.status) for s in sessions]
+    rows += [(label, persona, "deleted") for label in known if label not in present]
+    changed = [r for r in rows if known.get(r[0]) != r[2]]
+    deleted = {label for label, _, status in rows if status == "deleted"}
+    purge: set[str] = set()
+    for label in deleted:
+        purge |= ix.state.paths(persona, session=label)
+    if purge:
+        for sink in ix.sinks:
+            sink.delete(persona, purge)
+    with ix.state.atomic():
+        ix.state.register_sessions(changed)
+        ix.state.forget_documents(persona, purge)
+    summary.documents_deleted += len(purge)
+    for label, _, status in changed:
+        # A status change is news; a session seen for the first time is not.
+        if label in known or status == "deleted":
+            log.info("session.status", persona=persona, session=label, status=status, was=known.get(label))
+    return deleted
+
+
+# -- the three modes ------------------------------------------------------------------------------
+
+
+BAD_CHECKS_PER_PASS = 200  # bad turns whose rows are compared per pass (least recently compared first)
+
+
+def _bad_rows_changed(ix: Indexer, reader: LedgerReader, persona: str, deleted: set[str]) -> list[str]:
+    """Sessions holding a bad turn whose ledger rows changed since it failed
+    (repaired in place: no history row says so). Compares at most
+    BAD_CHECKS_PER_PASS fingerprints a pass, rotating through a longer list;
+    when they all fit, a pass writes nothing."""
+    items = ix.state.bad_to_check(persona, BAD_CHECKS_PER_PASS)
+    if not items:
+        return []
+    with reader.snapshot():
+        now = reader.turn_fingerprints(t for _s, t, _f in items)
+    if len(items) == BAD_CHECKS_PER_PASS:
+        with ix.state.atomic():
+            ix.state.mark_bad_checked(persona, [(s, t) for s, t, _f in items])
+    return sorted({s for s, t, f in items if now.get(t) != f} - deleted)
+
+
+def _retry_bad(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSummary, labels: Sequence[str],
+               why: str, stop: threading.Event | None, progress: Progress | None) -> None:
+    """Build the sessions holding bad turns again, now (their bad turns included)."""
+    if not labels:
+        return
+    with reader.snapshot():
+        current = [s for s in reader.sessions(labels=labels) if s.status != "deleted"]
+        built = build_sessions(ix, reader, persona, current, only_new=True)
+    _write_in_parts(ix, persona, built.docs, _live(ix, persona), summary, skip_unchanged=True, stop=stop,
+                    progress=progress)
+    before = ix.state.bad_count(persona)
+    _commit_state(ix, persona, summary, built, set(), None)
+    summary.bad_retried += len(labels)
+    log.info("sync.bad_retried", persona=persona, why=why, sessions=len(labels),
+             still_bad=ix.state.bad_count(persona), were_bad=before)
+
+
+def _tail(ix: Indexer, reader: LedgerReader, persona: str, cursor: int, summary: PersonaSummary,
+          stop: threading.Event | None, progress: Progress | None, *, retry_bad: bool = False) -> None:
+    head = summary.head
+    live = _live(ix, persona)
+    with reader.snapshot():
+        sessions = reader.sessions(persona=persona)
+    deleted = _refresh_registry(ix, persona, sessions, summary)
+    if retry_bad:
+        labels = sorted({s for s, _t in ix.state.bad_items(persona)} - deleted)
+        _retry_bad(ix, reader, persona, summary, labels, "requested", stop, progress)
+    else:
+        _retry_bad(ix, reader, persona, summary, _bad_rows_changed(ix, reader, persona, deleted), "rows_changed",
+                   stop, progress)
+    pending = [(s, t) for s, t in ix.state.pending(persona) if s not in deleted]
+    if pending:
+        with reader.snapshot():
+            built = build_sessions(ix, reader, persona, [], only_new=True, extra_turns=pending)
+        _write_in_parts(ix, persona, built.docs, live, summary, skip_unchanged=True, stop=stop, progress=progress)
+        _commit_state(ix, persona, summary, built, set(), None)
+    position = cursor
+    while position < head:
+        _check_stop(stop)
+        with reader.snapshot():
+            rows = reader.history_after(position, upto=head, persona=persona, limit=HISTORY_ROWS_PER_BATCH)
+            batch_end = rows[-1].id if len(rows) == HISTORY_ROWS_PER_BATCH else head
+            labels = list(dict.fromkeys(r.session_label for r in reversed(rows)))  # latest first
+            order = {label: i for i, label in enumerate(labels)}
+            current = sorted((s for s in reader.sessions(history_range=(position, batch_end), persona=persona)
+                              if s.status != "deleted"), key=lambda s: order.get(s.label, len(order)))
+            built = build_sessions(ix, reader, persona, current, only_new=True)
+        summary.sessions += len(current)
+        _write_in_parts(ix, persona, built.docs, live, summary, skip_unchanged=True, stop=stop, progress=progress)
+        stale = _stale_paths(ix, persona, built)
+        _write(ix, persona, [], stale, live, skip_unchanged=True)
+        _commit_state(ix, persona, summary, built, stale, batch_end)
+        summary.documents_deleted += len(stale)
+        position = batch_end
+    summary.cursor = position
+
+
+def _walk_all(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSummary,
+              targets: Sequence[_Target], *, rebuilding: bool, stop: threading.Event | None,
+              progress: Progress | None, on_batch: Callable[[list[Document], Built], None]) -> set[str]:
+    with reader.snapshot():
+        sessions = [s for s in reader.sessions(persona=persona) if s.status != "deleted"]
+    summary.sessions = len(sessions)
+    seen: set[str] = set()
+    for start in range(0, len(sessions), SESSIONS_PER_BATCH):
+        _check_stop(stop)
+        part = sessions[start : start + SESSIONS_PER_BATCH]
+        with reader.snapshot():
+            built = build_sessions(ix, reader, persona, part, only_new=False)
+        written = _write_in_parts(ix, persona, built.docs, targets, summary, skip_unchanged=not rebuilding,
+                                  stop=stop, progress=progress, record=not rebuilding)
+        on_batch(written, built)
+        seen.update(d.path for d in built.docs)
+        if progress:
+            progress(persona, min(start + SESSIONS_PER_BATCH, len(sessions)), len(sessions))
+    return seen
+
+
+def _backfill(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSummary,
+              stop: threading.Event | None, progress: Progress | None) -> None:
+    with reader.snapshot():
+        sessions = reader.sessions(persona=persona)
+    _refresh_registry(ix, persona, sessions, summary)
+
+    def commit(written: list[Document], built: Built) -> None:
+        _commit_state(ix, persona, summary, built, set(), None)
+
+    seen = _walk_all(ix, reader, persona, summary, _live(ix, persona), rebuilding=False, stop=stop,
+                     progress=progress, on_batch=commit)
+    sessions_docs = ix.state.paths(persona, source=Source.SESSIONS.value)
+    stale = sessions_docs - seen
+    if stale:
+        for sink in ix.sinks:
+            sink.delete(persona, stale)
+    with ix.state.atomic():
+        ix.state.forget_documents(persona, stale)
+        ix.state.set_cursor(persona, summary.head)
+        ix.state.set_json(INDEX_META_KEY, ix.index_meta, persona)
+    summary.documents_deleted += len(stale)
+    summary.cursor = summary.head
+
+
+def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSummary,
+             stop: threading.Event | None, progress: Progress | None) -> None:
+    with reader.snapshot():
+        sessions = reader.sessions(persona=persona)
+    _refresh_registry(ix, persona, sessions, summary)
+    targets = [_Target(ix, persona, sink, rebuild=sink.rebuild(persona)) for sink in ix.sinks]
+    all_docs: list[Document] = []
+    all_skips: list[Skip] = []
+    pending: list[tuple[str, str]] = []
+
+    fingerprints: dict[str, str] = {}
+
+    def collect(written: list[Document], built: Built) -> None:
+        all_docs.extend(written)
+        all_skips.extend(built.skips)
+        pending.extend(built.pending)
+        fingerprints.update(built.fingerprints)
+
+    try:
+        _walk_all(ix, reader, persona, summary, targets, rebuilding=True, stop=stop, progress=progress,
+                  on_batch=collect)
+        memory_docs = ix.memory_documents(persona)
+        for t in targets:
+            if memory_docs:
+                t.rebuild.upsert(memory_docs)
+        # Switch in, settle what a visibility change did meanwhile, and record
+        # the new set, with no visibility change in between (see sync_visibility).
+        with UNSCOPED_WRITES:
+            for t in targets:
+                if t.unscoped:
+                    switch_in_rebuild(ix, persona, t.sink, t.rebuild, all_docs + list(memory_docs),
+                                      t.staged_sessions, t.withheld)
+                else:
+                    t.rebuild.commit()
+            _record_rebuild(ix, persona, summary, all_docs, memory_docs, all_skips, pending, fingerprints)
+        _log_skips(persona, all_skips)  # a rebuild skips like a tail: one line per session and reason
+    except BaseException:
+        for t in targets:
+            try:
+                t.rebuild.abort()
+            except Exception as exc:  # keep the original error
+                log.warning("rebuild.abort_failed", persona=persona, error=str(exc))
+        raise
+    summary.cursor = summary.head
+
+
+def _record_rebuild(ix: Indexer, persona: str, summary: PersonaSummary, docs: list[Document],
+                    memory_docs: list[Document], skips: list[Skip], pending: list[tuple[str, str]],
+                    fingerprints: dict[str, str]) -> None:
+    old = ix.state.paths(persona)  # read before the write transaction (no read-to-write upgrade in it)
+    with ix.state.atomic():
+        ix.state.forget_documents(persona, old)
+        ix.state.clear_bad(persona)
+        ix.state.record_documents(docs + list(memory_docs))
+        _record_truncations(ix, persona, docs, fresh=True)
+        summary.documents_skipped_bad += ix.state.record_bad(
+            persona, [(s.session, s.turn_id or "", s.reason.value, s.detail) for s in skips], fingerprints)
+        ix.state.set_pending(persona, pending)
+        ix.state.set_cursor(persona, summary.head)
+        ix.state.set_json(INDEX_META_KEY, ix.index_meta, persona)
+
+
+# -- entry point -------------------------------------------------------------------------------------
+
+
+def _forget_replaced_source(ix: Indexer, reader: LedgerReader, targets: Sequence[str]) -> None:
+    """Another ledger now sits at the configured path: a new source. Its ids
+    mean nothing to our cursors, and the old ledger's pending turns, bad rows
+    and derived sets describe rows that no longer exist. Personas it no longer
+    holds leave every store; the others are backfilled (unchanged documents
+    are skipped by hash, so that is cheap)."""
+    present = set(reader.personas())
+    for persona in set(targets) | set(ix.state.personas_indexed()):
+        if persona not in present:
+            gone = ix.state.paths(persona)
+            if gone:
+                for sink in ix.sinks:
+                    sink.delete(persona, gone)
+            with ix.state.atomic():
+                ix.state.forget_documents(persona, gone)
+            log.warning("ledger.persona_gone", persona=persona, documents_removed=len(gone))
+        ix.state.forget_source(persona)
+
+
+CURSOR_ROW_KEY = "cursor_row_fingerprint_v1"
+
+
+def _remember_cursor_row(ix: Indexer, reader: LedgerReader, persona: str) -> None:
+    cursor = ix.state.get_cursor(persona)
+    if cursor is None:
+        return
+    value = {"cursor": cursor, "row": reader.history_row_fingerprint(cursor)}
+    if ix.state.get_json(CURSOR_ROW_KEY, persona) != value:  # a no-op pass writes nothing
+        ix.state.set_json(CURSOR_ROW_KEY, value, persona)
+
+
+def _history_rewritten(ix: Indexer, reader: LedgerReader, persona: str, cursor: int) -> bool:
+    """One primary-key lookup a pass: is the row at the cursor still the one we processed?"""
+    stored = ix.state.get_json(CURSOR_ROW_KEY, persona)
+    if not stored or stored.get("cursor") != cursor:
+        return False  # not recorded for this cursor (older index, or a kill before it was): nothing to compare
+    return reader.history_row_fingerprint(cursor) != stored.get("row")
+
+
+def select_personas(ix: Indexer, reader: LedgerReader) -> list[str]:
+    configured = list(ix.config.ledger.personas)
+    return configured or reader.personas()
+
+
+def sync_once(
+    ix: Indexer,
+    *,
+    force: bool = False,
+    personas: Sequence[str] | None = None,
+    stop: threading.Event | None = None,
+    progress: Progress | None = None,
+    retry_bad: bool = False,
+) -> SyncSummary:
+    """One pass over every selected persona. Raises on sink or ledger failure,
+    after which cursor and hashes are exactly as the last committed batch left them."""
+    started = time.monotonic()
+    summary = SyncSummary()
+    reader = ix.reader()
+    try:
+        targets = list(personas) if personas else select_personas(ix, reader)
+        identity = reader.identity()
+        known_identity = ix.state.get_meta(LEDGER_IDENTITY_KEY)
+        if identity and known_identity and identity != known_identity:
+            # Another ledger file now sits at the configured path: its ids mean
+            # nothing to our cursors. Start over from a backfill (hash skip keeps it cheap).
+            log.warning("ledger.replaced", path=str(ix.config.ledger.path))
+            _forget_replaced_source(ix, reader, targets)
+        if identity and identity != known_identity:
+            ix.state.set_meta(LEDGER_IDENTITY_KEY, identity)
+        for persona in targets:
+            head = reader.head_id()
+            cursor = ix.state.get_cursor(persona)
+            stored_meta = ix.state.get_json(INDEX_META_KEY, persona)
+            sink_wants_rebuild = any(sink.needs_rebuild(persona) for sink in ix.sinks)
+            if force or sink_wants_rebuild or (cursor is not None and stored_meta != ix.index_meta):
+                mode = "rebuild"
+            elif cursor is None:
+                mode = "backfill"
+            elif cursor > head:
+                # The ledger was replaced or rewound below our cursor: start over.
+                log.warning("ledger.rewound", persona=persona, cursor=cursor, head=head)
+                mode = "backfill"
+            elif _history_rewritten(ix, reader, persona, cursor):
+                # Rows at or below the cursor were deleted and their ids reused
+                # (no AUTOINCREMENT): the tail would never read them.
+                log.warning("ledger.ids_reused", persona=persona, cursor=cursor, head=head)
+                mode = "backfill"
+            else:
+                mode = "tail"
+            ps = PersonaSummary(persona=persona, mode=mode, cursor_before=cursor, head=head)
+            summary.personas[persona] = ps
+            try:
+                if mode == "tail":
+                    _tail(ix, reader, persona, cursor or 0, ps, stop, progress, retry_bad=retry_bad)
+                elif mode == "backfill":
+                    _backfill(ix, reader, persona, ps, stop, progress)
+                else:
+                    _rebuild(ix, reader, persona, ps, stop, progress)
+                if mode != "rebuild":
+                    ps.documents_written += ix.sync_memory(persona)
+                removed, restored = reconcile_unscoped(ix, reader, persona)
+                ps.documents_deleted += removed
+                ps.documents_written += restored
+            except SyncInterrupted:
+                summary.interrupted = True
+                ps.cursor = ix.state.get_cursor(persona)
+                break
+            ps.pending_turns = len(ix.state.pending(persona))
+            _remember_cursor_row(ix, reader, persona)
+        if summary.documents_written or summary.total("documents_deleted"):
+            with UNSCOPED_WRITES:  # one `qmd update` at a time (apply_visibility runs it too)
+                for sink in ix.sinks:
+                    sink.after_batch()
+    finally:
+        reader.close()
+        summary.seconds = time.monotonic() - started
+    log.info("sync.done", **{k: v for k, v in summary.as_dict().items() if k != "personas"},
+             modes={p: s.mode for p, s in summary.personas.items()})
+    return summary

@@ -1,0 +1,97 @@
+"""The ``memory`` source: a persona's workspace memory files (``MEMORY.md``,
+``memory/**/*.md``), shared by every session of that persona.
+
+Configured per persona as files or folders (``[memory] atlas = [...]``).
+Each file becomes one document at ``memory/<path relative to the common
+root>``, re-indexed when its hash changes and removed when the file goes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import structlog
+
+from indexer.core.documents import content_hash
+from indexer.core.safe_names import safe_segment
+from indexer.core.types import DocKind, Document, Source
+
+log = structlog.get_logger("indexer.memory")
+MAX_MEMORY_FILE_BYTES = 2_000_000
+
+
+def list_memory_files(entries: tuple[Path, ...]) -> list[tuple[Path, str]]:
+    """(file, index path) for every markdown file under the configured entries,
+    de-duplicated by real path; symlinked folders are not followed."""
+    roots = [p for p in entries if p.exists()]
+    if not roots:
+        return []
+    common = Path(os.path.commonpath([str(p.parent if p.is_file() else p.parent) for p in roots]))
+    found: dict[str, tuple[Path, str]] = {}
+    for entry in roots:
+        files = [entry] if entry.is_file() else sorted(
+            p for p in entry.rglob("*.md") if p.is_file() and not any(part.startswith(".") for part in p.parts)
+        )
+        for file in files:
+            real = os.path.realpath(file)
+            if real in found or file.suffix.lower() != ".md":
+                continue
+            rel = file.relative_to(common).parts
+            segments = [safe_segment(s) for s in rel[:-1]] + [safe_segment(Path(rel[-1]).stem) + ".md"]
+            found[real] = (file, "memory/" + "/".join(segments))
+    return sorted(found.values(), key=lambda item: item[1])
+
+
+class MemorySource:
+    def __init__(self, ix) -> None:
+        self.ix = ix
+
+    def _entries(self, persona: str) -> tuple[Path, ...]:
+        return tuple(self.ix.config.memory.get(persona, ()))
+
+    def documents(self, persona: str) -> list[Document]:
+        docs = []
+        for file, path in list_memory_files(self._entries(persona)):
+            try:
+                stat = file.stat()
+                if stat.st_size > MAX_MEMORY_FILE_BYTES:
+                    log.warning("memory.skipped", persona=persona, file=str(file), reason="too_large",
+                                size=stat.st_size)
+                    continue
+                raw = file.read_text(encoding="utf-8", errors="replace")
+            except OSError as exc:
+                log.warning("memory.skipped", persona=persona, file=str(file), reason="unreadable", error=str(exc))
+                continue
+            text = self.ix.redact(raw.replace("\r\n", "\n")).rstrip("\n")
+            if not text.strip():
+                continue
+            title = next((ln.lstrip("#").strip() for ln in text.split("\n") if ln.startswith("#")), file.name)
+            docs.append(Document(
+                path=path, source=Source.MEMORY, persona=persona, session=None, turn_id=None,
+                kind=DocKind.MEMORY, title=title[:200], text=text, body=text, content_hash=content_hash(text),
+                timestamp_ms=int(stat.st_mtime * 1000), body_start_line=1,
+            ))
+        return docs
+
+    def sync(self, persona: str) -> int:
+        """Index changed memory files, drop removed ones. Returns documents written."""
+        state = self.ix.state
+        docs = self.documents(persona)
+        indexed = state.paths(persona, source=Source.MEMORY.value)
+        if not docs and not indexed:
+            return 0
+        known = state.hashes(persona, (d.path for d in docs))
+        changed = [d for d in docs if known.get(d.path) != d.content_hash]
+        gone = indexed - {d.path for d in docs}
+        for sink in self.ix.sinks:
+            if changed:
+                sink.upsert(persona, changed)
+            if gone:
+                sink.delete(persona, gone)
+        with state.atomic():
+            state.record_documents(changed)
+            state.forget_documents(persona, gone)
+        if changed or gone:
+            log.info("memory.synced", persona=persona, written=len(changed), removed=len(gone))
+        return len(changed)

@@ -1,0 +1,204 @@
+"""Sinks without scopes (the QMD export) never hold a private or deleted session.
+
+QMD has no scopes: whoever runs ``qmd search`` over the export reads all of
+it. So a session's documents are in such a sink only while the session is
+shared and not deleted. Three paths keep that true:
+
+- every write to such a sink reads the hidden sessions *at that moment* and
+  leaves theirs out (:func:`filter_hidden`), and records the written hashes
+  before it lets go of :data:`UNSCOPED_WRITES`;
+- :func:`apply_visibility` changes a session's visibility and brings the sink
+  in line at once (documents removed, or rebuilt from the ledger and put
+  back), under the same lock, so a sync pass running on another thread can
+  neither slip a document in behind it nor miss the change;
+- every pass ends with :func:`reconcile_unscoped`, which applies whatever
+  changed since the set it last applied (a change made by another writer of
+  the state DB, a restore that had to wait for the ledger).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import structlog
+
+from exporters.base import Exporter, Rebuild
+from indexer.sync.context import Indexer
+from indexer.core.safe_names import safe_segment
+from indexer.sync.build import build_sessions
+from indexer.core.types import Document
+from ledger.connection import LedgerUnavailable
+from ledger.reader import LedgerReader
+
+log = structlog.get_logger("indexer.sync")
+
+UNSCOPED_HIDDEN_KEY = "unscoped_sinks_hidden_sessions_v1"
+# Writes per sink call when documents are put back (as a sync writes them).
+RESTORE_DOCS_PER_WRITE = 32
+
+# Held while a sink without scopes is written *and* the state DB records what
+# was written, and while a visibility change is applied: a write either lands
+# before the change (then its paths are in the state DB and the change removes
+# them) or after it (then it reads the new visibility and leaves them out).
+# Re-entrant: apply_visibility calls reconcile_unscoped under it.
+UNSCOPED_WRITES = threading.RLock()
+
+
+def unscoped_sinks(ix: Indexer) -> list[Exporter]:
+    return [sink for sink in ix.sinks if not sink.enforces_scopes]
+
+
+def filter_hidden(ix: Indexer, persona: str, docs: Sequence[Document]) -> tuple[list[Document], list[Document]]:
+    """(docs a sink without scopes may hold, docs withheld), by the visibility now.
+    Call under :data:`UNSCOPED_WRITES`."""
+    hidden = ix.state.hidden_sessions(persona)
+    if not hidden:
+        return list(docs), []
+    keep = [d for d in docs if d.session not in hidden]
+    return keep, [d for d in docs if d.session in hidden]
+
+
+def reconcile_unscoped(ix: Indexer, reader: LedgerReader | None, persona: str) -> tuple[int, int]:
+    """Bring sinks without scopes in line with the sessions' visibility now.
+
+    Documents of sessions that became private (or deleted) are removed;
+    sessions that became shared again are rebuilt from the ledger and
+    exported (needs ``reader``; without one they wait for the next pass).
+    Cheap when nothing changed: one state query, compared with the set last
+    applied. Returns (documents removed, documents restored).
+    """
+    unscoped = unscoped_sinks(ix)
+    if not unscoped:
+        return 0, 0
+    with UNSCOPED_WRITES:
+        hidden = ix.state.hidden_sessions(persona)
+        stored = ix.state.get_json(UNSCOPED_HIDDEN_KEY, persona)
+        applied = set(stored["sessions"]) if stored else set()
+        if stored is not None and applied == hidden:
+            return 0, 0
+        # First run: nothing is known about the export, so every hidden session is removed.
+        newly_hidden = hidden - applied if stored is not None else hidden
+        shown = applied - hidden
+        removed = restored = 0
+        if newly_hidden:
+            removed = _remove_sessions(ix, persona, unscoped, newly_hidden)
+        if shown and reader is None:
+            hidden |= shown  # not restored yet: keep them in the "applied" set so the next pass does it
+        elif shown:
+            with reader.snapshot():
+                sessions = [row for row in reader.sessions(labels=sorted(shown)) if row.status != "deleted"]
+                built = build_sessions(ix, reader, persona, sessions, only_new=False)
+            # Only what the state DB records as indexed: turns newer than the last
+            # pass reach every sink with the next pass (a document exported here
+            # but unknown to the state DB could not be removed by path later).
+            known = set().union(*(ix.state.paths(persona, session=label) for label in shown))
+            docs = [d for d in built.docs if d.session in shown and d.path in known]
+            for start in range(0, len(docs), RESTORE_DOCS_PER_WRITE):
+                for sink in unscoped:
+                    sink.upsert(persona, docs[start:start + RESTORE_DOCS_PER_WRITE])
+            restored = len(docs)
+        ix.state.set_json(UNSCOPED_HIDDEN_KEY, {"sessions": sorted(hidden)}, persona)
+    if removed or restored:
+        log.info("export.visibility_applied", persona=persona, removed=removed, restored=restored,
+                 sinks=[sink.name for sink in unscoped])
+    return removed, restored
+
+
+def _remove_sessions(ix: Indexer, persona: str, sinks: Sequence[Exporter], labels: set[str]) -> int:
+    """Remove every document of ``labels`` from ``sinks``: the paths the state DB
+    records, and whatever else the sink holds under those sessions' folders."""
+    gone: set[str] = set()
+    for label in labels:
+        gone |= ix.state.paths(persona, session=label)
+    prefixes = tuple(f"sessions/{safe_segment(label)}/" for label in labels)  # turn_path's folder
+    removed = set(gone)
+    for sink in sinks:
+        held = {p for p in sink.paths(persona) if p.startswith(prefixes)}
+        sink.delete(persona, gone | held)
+        removed |= held
+    return len(removed)
+
+
+def switch_in_rebuild(ix: Indexer, persona: str, sink: Exporter, rebuild: Rebuild, docs: Sequence[Document],
+                      staged_sessions: set[str], withheld: Sequence[Document]) -> None:
+    """Switch in the rebuild of a sink without scopes. Call under
+    :data:`UNSCOPED_WRITES`, with ``docs`` the persona's whole new set.
+
+    Each document was staged or withheld by the visibility at the time it was
+    written. A session shared since then: its withheld documents are put back
+    after the switch. A session made private since then has documents in the
+    staged set: that set is never switched in (not even for a moment); the
+    new set is written over the live one instead, hidden sessions left out,
+    and what the new set no longer holds is removed.
+    """
+    hidden = ix.state.hidden_sessions(persona)
+    if staged_sessions & hidden:
+        rebuild.abort()
+        keep = [d for d in docs if d.session not in hidden]
+        for start in range(0, len(keep), RESTORE_DOCS_PER_WRITE):
+            sink.upsert(persona, keep[start:start + RESTORE_DOCS_PER_WRITE])
+        sink.delete(persona, sink.paths(persona) - {d.path for d in keep})
+        log.info("export.rebuild_written_in_place", persona=persona, sink=sink.name, documents=len(keep),
+                 reason="a session became private during the rebuild")
+        return
+    rebuild.commit()
+    missing = [d for d in withheld if d.session not in hidden]
+    for start in range(0, len(missing), RESTORE_DOCS_PER_WRITE):
+        sink.upsert(persona, missing[start:start + RESTORE_DOCS_PER_WRITE])
+    if missing:
+        log.info("export.rebuild_settled", persona=persona, sink=sink.name, restored=len(missing),
+                 reason="a session was shared during the rebuild")
+
+
+@dataclass(frozen=True, slots=True)
+class VisibilityApplied:
+    label: str
+    persona: str
+    visibility: str
+    removed: int   # documents taken out of sinks without scopes
+    restored: int  # documents put back into them
+
+
+def apply_visibility(ix: Indexer, label: str, visibility: str) -> VisibilityApplied | None:
+    """Set session ``label`` ``"private"`` or ``"shared"`` in the state DB and
+    bring every sink without scopes in line before returning (then run their
+    update hook, e.g. ``qmd update``, so QMD's own index follows).
+
+    Safe to call from another thread while a sync pass runs (the daemon's API
+    thread): see :data:`UNSCOPED_WRITES`. Returns None for an unknown session;
+    raises ValueError for another visibility value, and SinkError when the
+    export cannot be changed (the state DB then already holds the new
+    visibility, and the next pass retries the export).
+    A restore needs the ledger: when it cannot be opened, the documents come
+    back on the next pass that can read it.
+    """
+    if visibility not in ("private", "shared"):
+        raise ValueError(f"visibility must be 'private' or 'shared', not {visibility!r}")
+    with UNSCOPED_WRITES:
+        record = ix.state.session(label)
+        if record is None or not ix.state.set_visibility(label, visibility):
+            return None
+        removed = restored = 0
+        if unscoped_sinks(ix):
+            try:
+                reader = ix.reader()
+            except LedgerUnavailable as exc:
+                log.warning("export.restore_deferred", session=label, error=str(exc))
+                reader = None
+            try:
+                removed, restored = reconcile_unscoped(ix, reader, record.persona)
+            finally:
+                if reader is not None:
+                    reader.close()
+            if removed or restored:
+                for sink in unscoped_sinks(ix):
+                    sink.after_batch()
+    log.info("session.visibility", session=label, persona=record.persona, visibility=visibility,
+             removed=removed, restored=restored)
+    return VisibilityApplied(label, record.persona, visibility, removed, restored)
+
+
+__all__ = ["UNSCOPED_WRITES", "VisibilityApplied", "apply_visibility", "filter_hidden", "reconcile_unscoped",
+           "switch_in_rebuild", "unscoped_sinks"]
