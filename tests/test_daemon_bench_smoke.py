@@ -83,7 +83,7 @@ def test_idle_cost_on_this_process(monkeypatch):
 
 
 def test_request_bodies_alternate_scopes_and_are_valid_api_bodies():
-    from indexer.service.api import SearchRequestBody
+    from indexer.service.api.models import SearchRequestBody
 
     info = {"sessions": 100}
     bodies = D.request_bodies(info, ["what did Ann adopt?", "where is Lisbon?", "cello?"], 7, 1)

@@ -1,0 +1,328 @@
+"""The FastAPI app over an :class:`ApiBackend` (the daemon implements it; tests use a fake)."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Protocol, runtime_checkable
+
+import structlog
+from fastapi import Body, FastAPI, Query, Request, Security
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from indexer.runtime.logs import should_log
+from indexer.search.retrieval import GetResult
+from indexer.search.searcher import SearchRequest, SearchResponse
+from indexer.service.api.errors import _call, _conform, _error, _json, _Refused, _validation_response
+from indexer.service.api.middleware import (
+    AdminAuthMiddleware,
+    BodyLimitMiddleware,
+    RequestLogMiddleware,
+    _route_label,
+    admin_refusal,
+)
+from indexer.service.api.models import (
+    _BODY_ERRORS,
+    API_VERSION,
+    DEFAULT_MAX_REQUEST_BYTES,
+    RETRY_AFTER_SECONDS,
+    DocPath,
+    GetResponseModel,
+    Label,
+    LabelsRequest,
+    Persona,
+    ProjectChange,
+    ProjectList,
+    ProjectName,
+    ReindexJob,
+    ReindexRequest,
+    SearchRequestBody,
+    SearchResponseModel,
+    StatusReport,
+    StatusText,
+    VisibilityRequest,
+    VisibilityResponse,
+    _errors,
+)
+from indexer.service.metrics import CONTENT_TYPE, Metrics
+from starlette.exceptions import HTTPException
+from starlette.routing import Match
+
+log = structlog.get_logger("indexer.api")
+
+
+@runtime_checkable
+class ApiBackend(Protocol):
+    """What the API needs from the daemon. All methods are synchronous and may block.
+
+    Errors: raise :class:`indexer.search.SearchError` (its ``http_status`` is
+    used), :class:`ApiError` (its ``status``) or ``DocumentNotFound`` (404).
+    Any other exception is answered 503 "index unavailable, retry" and logged
+    as ``api.backend_error``.
+    """
+
+    def search(self, request: SearchRequest) -> SearchResponse:
+        """``memory_search``; SearchError(http_status=422) for scope/usage errors, 503 when no index."""
+        ...
+
+    def get(self, persona: str, path: str, from_line: int, lines: int | None, session: str | None) -> GetResult:
+        """``memory_get``; DocumentNotFound when absent *or not visible to ``session``*."""
+        ...
+
+    def status(self) -> dict:
+        """JSON-able; ``{"personas": {persona: {cursor, ledger_head, lag, documents, chunks, last_sync_at,
+        last_sync_seconds, bad_rows_skipped, model, index_meta}}, ...}``."""
+        ...
+
+    def is_ready(self) -> bool:
+        """Index open and first sync done."""
+        ...
+
+    def request_reindex(self, personas: list[str] | None) -> dict:
+        """Start a reindex (None: every persona), or return the job already running:
+        ``{"job_id", "state": "queued|running|done|failed", "personas", "progress": {persona: {"done",
+        "total"}}, "error"}`` (extra keys such as ``started_at`` are passed through)."""
+        ...
+
+    def reindex_status(self) -> dict | None:
+        """The running or last job (same shape as ``request_reindex``), None when there was none."""
+        ...
+
+    def project_add(self, name: str, labels: list[str]) -> dict:
+        """``{"project": name, "sessions": [members after the change], "unknown": [labels not indexed
+        yet]}`` (``unknown`` optional; extra keys are passed through)."""
+        ...
+
+    def project_remove(self, name: str, labels: list[str]) -> dict:
+        """``{"project": name, "sessions": [members after the change], "removed": n}`` (``removed``
+        optional; extra keys are passed through)."""
+        ...
+
+    def projects(self) -> dict[str, list[str]]:
+        """Every project and its session labels."""
+        ...
+
+    def set_visibility(self, label: str, visibility: str) -> bool:
+        """``visibility`` is "private" or "shared"; False when the session is unknown."""
+        ...
+
+
+
+
+
+def create_app(backend: ApiBackend, *, admin_token: str | None, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+               metrics: Metrics | None = None) -> FastAPI:
+    """The API over ``backend``. ``admin_token``: the bearer token for admin calls (None or empty:
+    admin calls are refused with 403; surrounding whitespace, e.g. a token file's newline, is
+    ignored). ``metrics``: shared with the daemon so /metrics shows sync and query series
+    together (a fresh :class:`Metrics` when None). The app is exposed as ``app.state.metrics``."""
+    if max_request_bytes < 1:
+        raise ValueError("max_request_bytes must be positive")
+    metrics = metrics if metrics is not None else Metrics()
+    token = (admin_token or "").strip().encode("utf-8") or None
+
+    app = FastAPI(
+        title="ledger-indexer",
+        version=API_VERSION,
+        description="Cross-session memory for AI agents: scoped `memory_search` and `memory_get` over the "
+                    "Agents Ledger index, plus status, health, metrics and admin calls. Every error body is "
+                    "`{\"error\": \"...\"}`.",
+    )
+    app.state.metrics = metrics
+    app.state.backend = backend
+    # Outermost last: the request log sees every answer, including the middlewares' 401/403/413.
+    app.add_middleware(BodyLimitMiddleware, max_bytes=max_request_bytes)
+    app.add_middleware(AdminAuthMiddleware, token=token)  # before the body is read or parsed
+    app.add_middleware(RequestLogMiddleware, metrics=metrics)
+
+    # -- error handlers --
+
+    @app.exception_handler(RequestValidationError)
+    async def _on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return _validation_response(request, exc)
+
+    @app.exception_handler(HTTPException)
+    async def _on_http(request: Request, exc: HTTPException) -> Response:
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = ", ".join(_allowed_methods(app, request.scope))
+        if exc.status_code in (204, 304) or exc.status_code < 200:
+            return Response(status_code=exc.status_code, headers=headers)
+        message = exc.detail if isinstance(exc.detail, str) else "request refused"
+        if exc.status_code == 404 and message == "Not Found":
+            message = f"no such endpoint: {request.method} {request.url.path} (see /docs or /openapi.json)"
+        elif exc.status_code == 405:
+            message = f"method {request.method} not allowed here; allowed: {headers['Allow']}"
+        return _error(exc.status_code, message, headers or None)
+
+    @app.exception_handler(_Refused)
+    async def _on_refused(request: Request, exc: _Refused) -> JSONResponse:
+        extra = {"details": exc.details} if exc.details else {}
+        return _error(exc.status, exc.message, exc.headers, **extra)
+
+    @app.exception_handler(Exception)
+    async def _on_bug(request: Request, exc: Exception) -> JSONResponse:
+        log.error("api.internal_error", method=request.method, route=_route_label(request.scope),
+                  error_type=type(exc).__name__,
+                  exc_info=exc)
+        return _error(500, "internal error (see the daemon log)")
+
+    # -- admin auth --
+
+    bearer = HTTPBearer(auto_error=False, scheme_name="adminToken",
+                        description="The contents of [api] admin_token_file.")
+
+    async def require_admin(request: Request, _: HTTPAuthorizationCredentials | None = Security(bearer)) -> None:
+        # AdminAuthMiddleware already refused bad calls before their body was read; this repeats the
+        # check (defence in depth) and declares the bearer scheme in /openapi.json.
+        refusal = admin_refusal(token, request.headers.get("authorization"))
+        if refusal is not None:
+            raise _Refused(*refusal)
+
+    admin = [Security(require_admin)]
+    admin_errors = _errors(401, 403)
+
+    # -- search and get --
+
+    @app.post("/v1/memory_search", response_model=SearchResponseModel, tags=["memory"],
+              responses=_errors(*_BODY_ERRORS, 503), summary="Scoped hybrid search over a persona's memory",
+              description="Vector + BM25 fused, each turn read in its conversation (its neighbours, its "
+                          "session); dates named in the query (\"last week\", \"on 2025-03-01\", \"in July\") "
+                          "favour what was said then. Scores are 0..1 and comparable across queries.")
+    def memory_search(body: SearchRequestBody) -> JSONResponse:
+        request = body.plain()
+        started = time.perf_counter()
+        response = _call("/v1/memory_search", backend.search, request)
+        elapsed = time.perf_counter() - started
+        out = _conform("/v1/memory_search", SearchResponseModel,
+                       response.as_dict() if isinstance(response, SearchResponse) else response)
+        metrics.observe_query(out.mode, elapsed)
+        metrics.observe_warnings(w.code for w in out.warnings)
+        return _json(out)
+
+    @app.get("/v1/memory_get", response_model=GetResponseModel, tags=["memory"],
+             responses=_errors(404, 422, 503, e404="No such document, or not visible to `session`."),
+             summary="The text of one document (or a range of its lines)")
+    def memory_get(
+        persona: Annotated[Persona, Query(description="The ledger's persona_id.")],
+        path: Annotated[DocPath, Query(description="A path from a search result.")],
+        from_line: Annotated[int, Query(alias="from", ge=1, le=1_000_000_000,
+                                        description="First line, 1-based.")] = 1,
+        lines: Annotated[int | None, Query(ge=1, le=10_000,
+                                           description="How many lines (default: to the end).")] = None,
+        session: Annotated[Label | None, Query(description="The caller's session label (private sessions "
+                                                           "are visible only to themselves).")] = None,
+    ) -> JSONResponse:
+        result = _call("/v1/memory_get", backend.get, persona, path, from_line, lines, session)
+        out = _conform("/v1/memory_get", GetResponseModel,
+                       result.as_dict() if isinstance(result, GetResult) else result)
+        return _json(out)
+
+    # -- status, health, metrics --
+
+    @app.get("/v1/status", response_model=StatusReport, tags=["operations"], responses=_errors(503),
+             summary="Per persona: cursor, ledger head, lag, documents, last sync, model, index metadata")
+    def status() -> JSONResponse:
+        report = _conform("/v1/status", StatusReport, _call("/v1/status", backend.status))
+        try:  # exactly what the backend reported: no null-filled optional keys
+            return JSONResponse(jsonable_encoder(report.model_dump(mode="json", exclude_unset=True)))
+        except Exception as exc:
+            log.error("api.contract_error", route="/v1/status", error=str(exc)[:500])
+            raise _Refused(500, "internal error: the status report is not JSON (see the daemon log)") from None
+
+    @app.get("/healthz", response_model=StatusText, tags=["operations"], summary="Liveness: 200 while the process runs")
+    def healthz() -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    @app.get("/readyz", response_model=StatusText, tags=["operations"],
+             responses={503: {"model": StatusText, "description": "Still starting (index not open or first sync "
+                                                                   "not done)."}},
+             summary="Readiness: 200 once the index is open and the first sync is done")
+    def readyz() -> JSONResponse:
+        ready = _is_ready(backend)
+        metrics.set_ready(ready)
+        if ready:
+            return JSONResponse({"status": "ready"})
+        return JSONResponse({"status": "starting"}, status_code=503,
+                            headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+
+    @app.get("/metrics", tags=["operations"], summary="Prometheus metrics (text exposition format)",
+             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                              "description": "Prometheus text format."}})
+    def metrics_endpoint() -> Response:
+        metrics.set_ready(_is_ready(backend))
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    # -- admin --
+
+    @app.post("/v1/admin/reindex", status_code=202, response_model=ReindexJob, dependencies=admin,
+              tags=["admin"],
+              responses={**admin_errors, **_errors(*_BODY_ERRORS, 404, 503, e404="Unknown persona.")},
+              summary="Start a full reindex (beside the live index; search keeps answering)")
+    def reindex_start(body: Annotated[ReindexRequest | None, Body()] = None) -> JSONResponse:
+        personas = list(body.personas) if body is not None and body.personas is not None else None
+        job = _conform("/v1/admin/reindex", ReindexJob, _call("/v1/admin/reindex", backend.request_reindex, personas))
+        return _json(job, 202, {"Location": "/v1/admin/reindex"})
+
+    @app.get("/v1/admin/reindex", response_model=ReindexJob, dependencies=admin, tags=["admin"],
+             responses={**admin_errors, **_errors(404, 503, e404="No reindex has run since the daemon started.")},
+             summary="The running or last reindex job")
+    def reindex_status() -> JSONResponse:
+        job = _call("/v1/admin/reindex", backend.reindex_status)
+        if job is None:
+            raise _Refused(404, "no reindex job: start one with POST /v1/admin/reindex")
+        return _json(_conform("/v1/admin/reindex", ReindexJob, job))
+
+    @app.get("/v1/admin/projects", response_model=ProjectList, dependencies=admin, tags=["admin"],
+             responses={**admin_errors, **_errors(503)}, summary="Every project and its session labels")
+    def projects() -> JSONResponse:
+        found = _call("/v1/admin/projects", backend.projects)
+        return _json(_conform("/v1/admin/projects", ProjectList, {"projects": found}))
+
+    @app.post("/v1/admin/projects/{name}/sessions", response_model=ProjectChange, dependencies=admin,
+              tags=["admin"], responses={**admin_errors, **_errors(*_BODY_ERRORS, 503)},
+              summary="Add sessions to a project (their documents become visible to it at once)")
+    def project_add(name: ProjectName, body: LabelsRequest) -> JSONResponse:
+        route = "/v1/admin/projects/{name}/sessions"
+        return _json(_conform(route, ProjectChange, _call(route, backend.project_add, name, list(body.labels))))
+
+    @app.post("/v1/admin/projects/{name}/sessions/remove", response_model=ProjectChange, dependencies=admin,
+              tags=["admin"], responses={**admin_errors, **_errors(*_BODY_ERRORS, 503)},
+              summary="Remove sessions from a project (hidden from it at once)")
+    def project_remove(name: ProjectName, body: LabelsRequest) -> JSONResponse:
+        route = "/v1/admin/projects/{name}/sessions/remove"
+        return _json(_conform(route, ProjectChange, _call(route, backend.project_remove, name, list(body.labels))))
+
+    @app.put("/v1/admin/sessions/visibility", response_model=VisibilityResponse, dependencies=admin,
+             tags=["admin"],
+             responses={**admin_errors, **_errors(*_BODY_ERRORS, 404, 503, e404="Unknown session label.")},
+             summary="Make a session private (visible only to itself) or shared")
+    def set_visibility(body: VisibilityRequest) -> JSONResponse:
+        route = "/v1/admin/sessions/visibility"
+        if not _call(route, backend.set_visibility, body.label, body.visibility):
+            raise _Refused(404, f"unknown session {body.label!r}: sync first, or check the label "
+                                "(it is case-sensitive)")
+        return _json(VisibilityResponse(label=body.label, visibility=body.visibility))
+
+    return app
+
+
+def _is_ready(backend: ApiBackend) -> bool:
+    try:
+        return bool(backend.is_ready())
+    except Exception as exc:
+        if should_log("api.ready_failed", 30.0):
+            log.warning("api.ready_check_failed", error_type=type(exc).__name__, error=str(exc)[:500])
+        return False
+
+
+def _allowed_methods(app: FastAPI, scope: dict) -> list[str]:
+    methods: set[str] = set()
+    for route in app.router.routes:
+        match, _ = route.matches(scope)
+        if match is not Match.NONE:
+            methods |= set(getattr(route, "methods", None) or ())
+    return sorted(methods)
+
+

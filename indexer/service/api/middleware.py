@@ -1,0 +1,160 @@
+"""Pure ASGI middleware: body limit, admin bearer check, request log and metrics."""
+
+from __future__ import annotations
+
+import hmac
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+from indexer.service.api.models import ADMIN_DISABLED
+from indexer.service.metrics import Metrics
+
+log = structlog.get_logger("indexer.api")
+
+
+
+
+async def _send_json(send: Callable, status: int, payload: dict, headers: list | None = None) -> None:
+    body = json.dumps(payload).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *(headers or [])]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class BodyLimitMiddleware:
+    """413 for request bodies over ``max_bytes``: checks Content-Length up front and counts the bytes
+    actually received (chunked uploads, lying headers). The body is buffered (it is small by
+    construction) and replayed to the app, so the app never sees a partial body."""
+
+    def __init__(self, app: Any, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    def _too_large(self) -> dict:
+        return {"error": f"request body too large: the limit is {self.max_bytes} bytes"}
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                text = value.decode("latin-1").strip()
+                if not text.isdigit():
+                    await _send_json(send, 400, {"error": "invalid Content-Length header"})
+                    return
+                if int(text) > self.max_bytes:
+                    await _send_json(send, 413, self._too_large(), [(b"connection", b"close")])
+                    return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # the client left; nobody to answer
+            if message["type"] != "http.request":
+                continue
+            chunk = message.get("body", b"") or b""
+            size += len(chunk)
+            if size > self.max_bytes:
+                await _send_json(send, 413, self._too_large(), [(b"connection", b"close")])
+                return
+            if chunk:
+                chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> dict:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+ADMIN_PREFIX = "/v1/admin"
+
+
+def admin_refusal(token: bytes | None, authorization: str | None) -> tuple[int, str, dict[str, str]] | None:
+    """None when ``authorization`` (the raw header) carries the admin token, else (status, error, headers)."""
+    if token is None:
+        return 403, ADMIN_DISABLED, {}
+    scheme, _, presented = (authorization or "").strip().partition(" ")
+    presented = presented.strip()
+    if scheme.lower() != "bearer" or not presented:
+        return 401, "admin token required: send 'Authorization: Bearer <token>'", {"WWW-Authenticate": "Bearer"}
+    # Header values arrive latin-1 decoded: re-encode to the bytes the client sent, compare in constant time.
+    if not hmac.compare_digest(presented.encode("latin-1", errors="replace"), token):
+        return 401, "wrong admin token", {"WWW-Authenticate": 'Bearer error="invalid_token"'}
+    return None
+
+
+class AdminAuthMiddleware:
+    """Refuses admin calls without the right bearer token before their body is read or parsed, so an
+    unauthenticated client gets 401/403 — never a body-validation answer, never a 64 kB buffer."""
+
+    def __init__(self, app: Any, token: bytes | None) -> None:
+        self.app = app
+        self.token = token
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        if path == ADMIN_PREFIX or path.startswith(ADMIN_PREFIX + "/"):
+            header = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"authorization"), None)
+            refusal = admin_refusal(self.token, header)
+            if refusal is not None:
+                status, message, headers = refusal
+                await _send_json(send, status, {"error": message},
+                                 [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()])
+                return
+        await self.app(scope, receive, send)
+
+
+class RequestLogMiddleware:
+    """Counts every answer in ``ledger_indexer_http_requests_total{route,status}`` and logs it at
+    debug: method, route template (never the raw path or query string), status, duration."""
+
+    def __init__(self, app: Any, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500  # if the app raises before it starts a response
+
+        async def send_wrapper(message: dict) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            route = _route_label(scope)
+            self.metrics.observe_request(route, status)
+            log.debug("api.request", method=scope.get("method"), route=route, status=status,
+                      duration_ms=round((time.perf_counter() - started) * 1000, 2))
+
+
+def _route_label(scope: dict) -> str:
+    """The route template (bounded label set), never the raw path of an unmatched request."""
+    route = getattr(scope.get("route"), "path", None)
+    if route:
+        return route
+    if scope.get("endpoint") is not None:  # plain Starlette routes (/openapi.json, /docs): no parameters
+        return scope.get("path", "unmatched")
+    return "unmatched"
+
+
