@@ -463,7 +463,7 @@ def sync_throughput(real, lines: Sequence[str], n: int, reps: int) -> dict:
     Kinds, in alternating order: A raw embed, B the shipped sync, C the shipped sync with the length
     sort of ``_write_in_parts`` disabled (``sorted`` shadowed in ``indexer.sync``: the document order
     before commit f239372), for the record of what the sort buys."""
-    import indexer.sync.engine as sync_mod
+    import indexer.sync.writes as sync_mod  # write_in_parts sorts the documents it embeds
     from indexer.runtime.config import load_config
     from indexer.sync.context import Indexer, build_sinks
     from indexer.embedding.embedder import CachedEmbedder

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from exporters.base import Exporter, Rebuild, SinkError
-from exporters import qmd as qmd_mod
+from exporters.qmd import files as qmd_files
+from exporters.qmd import rebuild as qmd_rebuild
 from exporters.qmd import HEADER_LINES, QmdExporter, UpdateResult
 from indexer.core.safe_names import safe_segment
 from indexer.core.types import DocKind, Document, Source
@@ -194,7 +195,7 @@ def test_write_errors_raise_sink_error_and_clean_up(tmp_path, monkeypatch, code,
     def failing_write(fd, data):
         raise OSError(code, os.strerror(code))
 
-    monkeypatch.setattr(qmd_mod.os, "write", failing_write)
+    monkeypatch.setattr(qmd_files.os, "write", failing_write)
     with pytest.raises(SinkError, match=needle) as info:
         exp.upsert(PERSONA, [make_doc("s", "t1", "new")])
     assert str(root / PERSONA / "sessions/s/turns/t1.md") in str(info.value)
@@ -379,7 +380,7 @@ def test_rebuild_into_new_persona_and_empty_commit(tmp_path):
 
 
 def test_rebuild_without_renameat2_falls_back_to_renames(tmp_path, monkeypatch):
-    monkeypatch.setattr(qmd_mod, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(qmd_rebuild, "_exchange", lambda a, b: False)
     root = tmp_path / "qmd"
     exp = QmdExporter(root)
     exp.upsert(PERSONA, [make_doc("old", "t1", "x")])
@@ -518,7 +519,7 @@ def test_qmd_update_through_after_batch_reflects_changes_and_rebuilds(tmp_path, 
 
 
 def test_failed_fallback_swap_restores_the_live_set(tmp_path, monkeypatch):
-    monkeypatch.setattr(qmd_mod, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(qmd_rebuild, "_exchange", lambda a, b: False)
     root = tmp_path / "qmd"
     exp = QmdExporter(root)
     live = make_doc("old", "t1", "x")
@@ -533,7 +534,7 @@ def test_failed_fallback_swap_restores_the_live_set(tmp_path, monkeypatch):
             raise OSError(errno.EIO, "I/O error")
         return real_rename(src, dst)
 
-    monkeypatch.setattr(qmd_mod.os, "rename", flaky_rename)
+    monkeypatch.setattr(qmd_files.os, "rename", flaky_rename)
     with pytest.raises(SinkError, match="swap in the rebuilt folder"):
         rb.commit()
     monkeypatch.undo()

@@ -7,7 +7,8 @@ import pytest
 
 from exporters.qmd import QmdExporter
 from indexer.service.status import status_report
-from indexer.sync.engine import sync_once, truncated_documents
+from indexer.sync.engine import sync_once
+from indexer.sync.writes import truncated_documents
 from tests.test_sync import expected_paths, make_indexer  # noqa: F401  (fixture)
 
 

@@ -81,7 +81,15 @@ Readers in other processes use :class:`Retriever` (:func:`open_retriever`, ``rea
 from exporters.lancedb.pointer import ACTIVE_FILE
 from exporters.lancedb.rebuild import LanceRebuild
 from exporters.lancedb.retriever import FtsUnavailable, Retriever, open_retriever
-from exporters.lancedb.schema import RESULT_COLUMNS, SCHEMA_VERSION, TableBuild, make_schema, sql_in, sql_str, table_name
+from exporters.lancedb.schema import (
+    RESULT_COLUMNS,
+    SCHEMA_VERSION,
+    TableBuild,
+    make_schema,
+    sql_in,
+    sql_str,
+    table_name,
+)
 from exporters.lancedb.sink import LanceSink, SinkStats
 from exporters.lancedb.store import sweep_tmp_files
 

@@ -18,10 +18,24 @@ from exporters.lancedb.pointer import ACTIVE_FILE, _ActivePointer, _write_active
 from exporters.lancedb.rebuild import LanceRebuild
 from exporters.lancedb.rows import ChunkSettings, document_rows
 from exporters.lancedb.schema import (
-    INDEXES, TABLE_PREFIX, TableBuild, _generation_of, make_schema, sql_in, table_name, _clean,
+    INDEXES,
+    TABLE_PREFIX,
+    TableBuild,
+    _clean,
+    _generation_of,
+    make_schema,
+    sql_in,
+    table_name,
 )
 from exporters.lancedb.store import (
-    TMP_SWEEP_AGE_AT_OPEN, TMP_SWEEP_AGE_RUNNING, _connect, _errors, _now_ms, _paths_of, _read_doc, sweep_tmp_files,
+    TMP_SWEEP_AGE_AT_OPEN,
+    TMP_SWEEP_AGE_RUNNING,
+    _connect,
+    _errors,
+    _now_ms,
+    _paths_of,
+    _read_doc,
+    sweep_tmp_files,
 )
 from indexer.core.chunking import CHUNKING_VERSION, DEFAULT_MAX_TOKENS, DEFAULT_OVERLAP_TOKENS
 from indexer.core.types import Document

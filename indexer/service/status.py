@@ -13,7 +13,7 @@ from ledger.connection import LedgerUnavailable
 def status_report(config: Config, state: StateDB) -> dict:
     """Per persona: cursor, ledger head, lag, documents, bad rows, index metadata."""
     from indexer.state.db import INDEX_META_KEY
-    from indexer.sync.engine import truncated_documents
+    from indexer.sync.writes import truncated_documents
     from ledger.reader import LedgerReader
 
     head = None

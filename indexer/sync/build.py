@@ -11,9 +11,9 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from indexer.sync.context import Indexer
 from indexer.core.documents import Skip, SkipReason, compaction_document, turn_document
 from indexer.core.types import Document
+from indexer.sync.context import Indexer
 from ledger.reader import LedgerReader
 from ledger.rows import SessionRow
 

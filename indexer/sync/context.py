@@ -12,10 +12,10 @@ from collections.abc import Callable, Sequence
 import structlog
 
 from exporters.base import Exporter
+from indexer.core.types import Document
 from indexer.embedding.factory import make_embedder
 from indexer.runtime.config import Config
 from indexer.state.db import StateDB
-from indexer.core.types import Document
 from ledger.reader import LedgerReader
 
 log = structlog.get_logger("indexer.context")

@@ -23,216 +23,32 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 import structlog
 
-from exporters.base import Exporter, Rebuild
-from indexer.sync.context import Indexer
 from indexer.core.documents import Skip
+from indexer.core.types import Document, Source
 from indexer.state.db import INDEX_META_KEY
 from indexer.sync.build import Built, build_sessions
-from indexer.sync.visibility import UNSCOPED_WRITES, filter_hidden, reconcile_unscoped, switch_in_rebuild
-from indexer.core.types import Document, Source
+from indexer.sync.context import Indexer
+from indexer.sync.visibility import UNSCOPED_WRITES, reconcile_unscoped, switch_in_rebuild
 from ledger.reader import LedgerReader
 from ledger.rows import SessionRow
 
 log = structlog.get_logger("indexer.sync")
+from indexer.sync.summary import PersonaSummary, Progress, SyncInterrupted, SyncSummary, check_stop
+from indexer.sync.writes import (
+    Target,
+    live_targets,
+    record_truncations,
+    write_batch,
+    write_in_parts,
+)
 
 SESSIONS_PER_BATCH = 50
 HISTORY_ROWS_PER_BATCH = 2000
-# Documents per sink write: bounds the time between stop checks (SIGTERM) and
-# the memory of one embedding batch; hashes are committed after each write.
-DOCS_PER_WRITE = 32
 LEDGER_IDENTITY_KEY = "ledger_identity_v1"
 
-Progress = Callable[[str, int, int], None]
-
-
-class SyncInterrupted(Exception):
-    """The stop event was set; everything committed so far is consistent."""
-
-
-@dataclass
-class PersonaSummary:
-    persona: str
-    mode: str
-    cursor_before: int | None
-    cursor: int | None = None
-    head: int = 0
-    sessions: int = 0
-    documents_written: int = 0
-    documents_unchanged: int = 0
-    documents_skipped_bad: int = 0
-    documents_deleted: int = 0
-    pending_turns: int = 0
-    bad_retried: int = 0  # sessions whose bad turns were built again (--retry-bad, or their rows changed)
-
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
-
-
-@dataclass
-class SyncSummary:
-    personas: dict[str, PersonaSummary] = field(default_factory=dict)
-    seconds: float = 0.0
-    interrupted: bool = False
-
-    def total(self, name: str) -> int:
-        return sum(getattr(p, name) for p in self.personas.values())
-
-    @property
-    def documents_written(self) -> int:
-        return self.total("documents_written")
-
-    def as_dict(self) -> dict:
-        return {
-            "documents_written": self.total("documents_written"),
-            "documents_unchanged": self.total("documents_unchanged"),
-            "documents_skipped_bad": self.total("documents_skipped_bad"),
-            "documents_deleted": self.total("documents_deleted"),
-            "cursor": {p: s.cursor for p, s in self.personas.items()},
-            "personas": {p: s.as_dict() for p, s in self.personas.items()},
-            "seconds": round(self.seconds, 3),
-            "interrupted": self.interrupted,
-        }
-
-
-
-# -- writing ---------------------------------------------------------------------------------
-
-
-class _Target:
-    """Where a batch goes: a live sink (upsert + delete) or a rebuild (upsert only).
-
-    A sink without scopes (``unscoped``) never receives a private or deleted
-    session's documents: each upsert reads the visibility at that moment
-    (callers hold UNSCOPED_WRITES). A rebuild target also keeps what it left
-    out (``withheld``) and which sessions it staged, so that a visibility
-    change made before the switch is honoured (sync_visibility.switch_in_rebuild).
-    """
-
-    def __init__(self, ix: Indexer, persona: str, sink: Exporter, rebuild: Rebuild | None = None):
-        self.ix, self.persona, self.sink, self.rebuild = ix, persona, sink, rebuild
-        self.unscoped = not sink.enforces_scopes
-        self.withheld: list[Document] = []
-        self.staged_sessions: set[str] = set()  # rebuild: sessions with documents in the staged set
-
-    def upsert(self, docs: Sequence[Document]) -> None:
-        if self.unscoped:
-            docs, withheld = filter_hidden(self.ix, self.persona, docs)
-            if self.rebuild is not None:
-                self.withheld.extend(withheld)
-                self.staged_sessions.update(d.session for d in docs if d.session)
-            if not docs:
-                return
-        if self.rebuild is not None:
-            self.rebuild.upsert(docs)
-        else:
-            self.sink.upsert(self.persona, docs)
-
-    def delete(self, paths: set[str]) -> None:
-        if self.rebuild is None and paths:
-            self.sink.delete(self.persona, paths)
-
-
-def _write(ix: Indexer, persona: str, docs: Sequence[Document], deletions: set[str],
-           targets: Sequence[_Target], *, skip_unchanged: bool,
-           record: Callable[[list[Document]], None] | None = None) -> tuple[list[Document], int]:
-    """Upsert changed docs and delete paths in every target, then ``record`` what
-    was written. Returns (written, unchanged).
-
-    Sinks with scopes are written first (embedding takes the time); sinks
-    without scopes and the record follow under UNSCOPED_WRITES, so a
-    visibility change applied meanwhile sees either both or neither."""
-    unique = list({d.path: d for d in docs}.values())
-    if skip_unchanged:
-        known = ix.state.hashes(persona, (d.path for d in unique))
-        changed = [d for d in unique if known.get(d.path) != d.content_hash]
-    else:
-        changed = unique
-    # Debug events bracket every sink write: operators can see where a pass
-    # spends its time, and the crash tests kill the daemon between them.
-    if changed or deletions:
-        log.debug("sink.write_started", persona=persona, documents=len(changed), deletions=len(deletions))
-    for target in sorted(targets, key=lambda t: t.unscoped):
-        if target.unscoped:
-            break
-        if changed:
-            target.upsert(changed)
-        target.delete(deletions)
-    with UNSCOPED_WRITES:
-        for target in targets:
-            if target.unscoped:
-                if changed:
-                    target.upsert(changed)
-                target.delete(deletions)
-        if record is not None:
-            record(changed)
-    if changed or deletions:
-        log.debug("sink.write_done", persona=persona, documents=len(changed), deletions=len(deletions))
-    return changed, len(unique) - len(changed)
-
-
-def _live(ix: Indexer, persona: str) -> list[_Target]:
-    return [_Target(ix, persona, sink) for sink in ix.sinks]
-
-
-def _write_in_parts(ix: Indexer, persona: str, docs: Sequence[Document], targets: Sequence[_Target],
-                    summary: PersonaSummary, *, skip_unchanged: bool, stop: threading.Event | None,
-                    progress: Progress | None, record: bool = True) -> list[Document]:
-    """Write ``docs`` in parts of DOCS_PER_WRITE; after each part its hashes are
-    committed (when ``record``), so an interrupted pass keeps what it wrote."""
-    written_all: list[Document] = []
-    # Sorted by length so each write's embedding batches pad to similar lengths:
-    # mixed lengths made the sync run at 0.56x raw embedding speed, sorted 0.86x
-    # (bench/RESULTS.md). Write order does not matter: each part commits its own hashes.
-    unique = sorted({d.path: d for d in docs}.values(), key=lambda d: len(d.body))
-    for start in range(0, len(unique), DOCS_PER_WRITE):
-        _check_stop(stop)
-        part = unique[start : start + DOCS_PER_WRITE]
-
-        def commit(written: list[Document], part: list[Document] = part) -> None:
-            with ix.state.atomic():
-                ix.state.record_documents(written)
-                # Every document of the part, unchanged ones too: after a new
-                # source (replaced ledger) the set is rebuilt from what is indexed.
-                _record_truncations(ix, persona, part)
-
-        written, unchanged = _write(ix, persona, part, set(), targets, skip_unchanged=skip_unchanged,
-                                    record=commit if record else None)
-        written_all.extend(written)
-        summary.documents_written += len(written)
-        summary.documents_unchanged += unchanged
-        if progress:
-            progress(persona, -1, -1)  # a heartbeat: the pass is alive
-    return written_all
-
-
-TRUNCATED_KEY = "truncated_documents_v1"
-
-
-def _record_truncations(ix: Indexer, persona: str, written: Sequence[Document], *, fresh: bool = False) -> None:
-    """Keep the set of indexed documents holding a truncated message (status shows it)."""
-    stored = None if fresh else ix.state.get_json(TRUNCATED_KEY, persona)
-    paths = set(stored["paths"]) if stored else set()
-    before = set(paths)
-    for d in written:
-        if d.truncated_bytes:
-            paths.add(d.path)
-        else:
-            paths.discard(d.path)
-    if paths != before or fresh:
-        ix.state.set_json(TRUNCATED_KEY, {"paths": sorted(paths)}, persona)
-
-
-def truncated_documents(state, persona: str) -> list[str]:
-    """Indexed documents of ``persona`` whose text was cut at ledger.max_message_bytes."""
-    stored = state.get_json(TRUNCATED_KEY, persona)
-    if not stored:
-        return []
-    live = state.hashes(persona, stored["paths"])
-    return [p for p in stored["paths"] if p in live]
 
 
 def _commit_state(ix: Indexer, persona: str, summary: PersonaSummary, built: Built,
@@ -275,10 +91,6 @@ def _stale_paths(ix: Indexer, persona: str, built: Built) -> set[str]:
         stale.update(p for p, t in q.tuples() if t not in keep)
     return stale
 
-
-def _check_stop(stop: threading.Event | None) -> None:
-    if stop is not None and stop.is_set():
-        raise SyncInterrupted()
 
 
 # -- session status (deleted sessions) -----------------------------------------------------------
@@ -340,7 +152,7 @@ def _retry_bad(ix: Indexer, reader: LedgerReader, persona: str, summary: Persona
     with reader.snapshot():
         current = [s for s in reader.sessions(labels=labels) if s.status != "deleted"]
         built = build_sessions(ix, reader, persona, current, only_new=True)
-    _write_in_parts(ix, persona, built.docs, _live(ix, persona), summary, skip_unchanged=True, stop=stop,
+    write_in_parts(ix, persona, built.docs, live_targets(ix, persona), summary, skip_unchanged=True, stop=stop,
                     progress=progress)
     before = ix.state.bad_count(persona)
     _commit_state(ix, persona, summary, built, set(), None)
@@ -352,7 +164,7 @@ def _retry_bad(ix: Indexer, reader: LedgerReader, persona: str, summary: Persona
 def _tail(ix: Indexer, reader: LedgerReader, persona: str, cursor: int, summary: PersonaSummary,
           stop: threading.Event | None, progress: Progress | None, *, retry_bad: bool = False) -> None:
     head = summary.head
-    live = _live(ix, persona)
+    live = live_targets(ix, persona)
     with reader.snapshot():
         sessions = reader.sessions(persona=persona)
     deleted = _refresh_registry(ix, persona, sessions, summary)
@@ -366,11 +178,11 @@ def _tail(ix: Indexer, reader: LedgerReader, persona: str, cursor: int, summary:
     if pending:
         with reader.snapshot():
             built = build_sessions(ix, reader, persona, [], only_new=True, extra_turns=pending)
-        _write_in_parts(ix, persona, built.docs, live, summary, skip_unchanged=True, stop=stop, progress=progress)
+        write_in_parts(ix, persona, built.docs, live, summary, skip_unchanged=True, stop=stop, progress=progress)
         _commit_state(ix, persona, summary, built, set(), None)
     position = cursor
     while position < head:
-        _check_stop(stop)
+        check_stop(stop)
         with reader.snapshot():
             rows = reader.history_after(position, upto=head, persona=persona, limit=HISTORY_ROWS_PER_BATCH)
             batch_end = rows[-1].id if len(rows) == HISTORY_ROWS_PER_BATCH else head
@@ -380,9 +192,9 @@ def _tail(ix: Indexer, reader: LedgerReader, persona: str, cursor: int, summary:
                               if s.status != "deleted"), key=lambda s: order.get(s.label, len(order)))
             built = build_sessions(ix, reader, persona, current, only_new=True)
         summary.sessions += len(current)
-        _write_in_parts(ix, persona, built.docs, live, summary, skip_unchanged=True, stop=stop, progress=progress)
+        write_in_parts(ix, persona, built.docs, live, summary, skip_unchanged=True, stop=stop, progress=progress)
         stale = _stale_paths(ix, persona, built)
-        _write(ix, persona, [], stale, live, skip_unchanged=True)
+        write_batch(ix, persona, [], stale, live, skip_unchanged=True)
         _commit_state(ix, persona, summary, built, stale, batch_end)
         summary.documents_deleted += len(stale)
         position = batch_end
@@ -390,18 +202,18 @@ def _tail(ix: Indexer, reader: LedgerReader, persona: str, cursor: int, summary:
 
 
 def _walk_all(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSummary,
-              targets: Sequence[_Target], *, rebuilding: bool, stop: threading.Event | None,
+              targets: Sequence[Target], *, rebuilding: bool, stop: threading.Event | None,
               progress: Progress | None, on_batch: Callable[[list[Document], Built], None]) -> set[str]:
     with reader.snapshot():
         sessions = [s for s in reader.sessions(persona=persona) if s.status != "deleted"]
     summary.sessions = len(sessions)
     seen: set[str] = set()
     for start in range(0, len(sessions), SESSIONS_PER_BATCH):
-        _check_stop(stop)
+        check_stop(stop)
         part = sessions[start : start + SESSIONS_PER_BATCH]
         with reader.snapshot():
             built = build_sessions(ix, reader, persona, part, only_new=False)
-        written = _write_in_parts(ix, persona, built.docs, targets, summary, skip_unchanged=not rebuilding,
+        written = write_in_parts(ix, persona, built.docs, targets, summary, skip_unchanged=not rebuilding,
                                   stop=stop, progress=progress, record=not rebuilding)
         on_batch(written, built)
         seen.update(d.path for d in built.docs)
@@ -419,7 +231,7 @@ def _backfill(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaS
     def commit(written: list[Document], built: Built) -> None:
         _commit_state(ix, persona, summary, built, set(), None)
 
-    seen = _walk_all(ix, reader, persona, summary, _live(ix, persona), rebuilding=False, stop=stop,
+    seen = _walk_all(ix, reader, persona, summary, live_targets(ix, persona), rebuilding=False, stop=stop,
                      progress=progress, on_batch=commit)
     sessions_docs = ix.state.paths(persona, source=Source.SESSIONS.value)
     stale = sessions_docs - seen
@@ -439,7 +251,7 @@ def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSu
     with reader.snapshot():
         sessions = reader.sessions(persona=persona)
     _refresh_registry(ix, persona, sessions, summary)
-    targets = [_Target(ix, persona, sink, rebuild=sink.rebuild(persona)) for sink in ix.sinks]
+    targets = [Target(ix, persona, sink, rebuild=sink.rebuild(persona)) for sink in ix.sinks]
     all_docs: list[Document] = []
     all_skips: list[Skip] = []
     pending: list[tuple[str, str]] = []
@@ -488,7 +300,7 @@ def _record_rebuild(ix: Indexer, persona: str, summary: PersonaSummary, docs: li
         ix.state.forget_documents(persona, old)
         ix.state.clear_bad(persona)
         ix.state.record_documents(docs + list(memory_docs))
-        _record_truncations(ix, persona, docs, fresh=True)
+        record_truncations(ix, persona, docs, fresh=True)
         summary.documents_skipped_bad += ix.state.record_bad(
             persona, [(s.session, s.turn_id or "", s.reason.value, s.detail) for s in skips], fingerprints)
         ix.state.set_pending(persona, pending)
@@ -618,3 +430,4 @@ def sync_once(
     log.info("sync.done", **{k: v for k, v in summary.as_dict().items() if k != "personas"},
              modes={p: s.mode for p, s in summary.personas.items()})
     return summary
+

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 import structlog
 
 from exporters.base import Exporter, Rebuild
-from indexer.sync.context import Indexer
 from indexer.core.safe_names import safe_segment
-from indexer.sync.build import build_sessions
 from indexer.core.types import Document
+from indexer.sync.build import build_sessions
+from indexer.sync.context import Indexer
 from ledger.connection import LedgerUnavailable
 from ledger.reader import LedgerReader
 

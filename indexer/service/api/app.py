@@ -11,6 +11,9 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException
+from starlette.routing import Match
+
 from indexer.runtime.logs import should_log
 from indexer.search.retrieval import GetResult
 from indexer.search.searcher import SearchRequest, SearchResponse
@@ -46,8 +49,6 @@ from indexer.service.api.models import (
     _errors,
 )
 from indexer.service.metrics import CONTENT_TYPE, Metrics
-from starlette.exceptions import HTTPException
-from starlette.routing import Match
 
 log = structlog.get_logger("indexer.api")
 

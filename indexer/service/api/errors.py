@@ -9,11 +9,12 @@ import structlog
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ValidationError
+
 from indexer.runtime.logs import should_log
 from indexer.search.retrieval import DocumentNotFound
 from indexer.search.searcher import SearchError
 from indexer.service.api.models import _M, MAX_ERROR_DETAILS, RETRY_AFTER_SECONDS, UNAVAILABLE
-from pydantic import BaseModel, ValidationError
 
 log = structlog.get_logger("indexer.api")
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import structlog
+
 from indexer.service.api.models import ADMIN_DISABLED
 from indexer.service.metrics import Metrics
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import Path
-from indexer.core.scopes import Scope
-from indexer.search.searcher import MAX_QUERY_CHARS, Mode, SearchRequest
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
+
+from indexer.core.scopes import Scope
+from indexer.search.searcher import MAX_QUERY_CHARS, Mode, SearchRequest
 
 API_VERSION = "1.0.0"
 DEFAULT_MAX_REQUEST_BYTES = 64_000
