@@ -54,20 +54,15 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import math
 import os
 import random
 import shutil
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Sequence
-from datetime import datetime
 from pathlib import Path
 
 from bench.common import (
@@ -81,6 +76,10 @@ from bench.common import (
     redaction_available,
     write_outputs,
 )
+
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+from tests.daemon_process import Daemon, free_port, write_config  # noqa: E402  (one daemon harness for tests and bench)
 
 NAME = "daemon"
 WORK = OUT / "daemon-work"
@@ -100,120 +99,7 @@ QUICK = {"appends": 10, "seed_turns": 100, "size": "10k", "baseline_requests": 6
          "clients": 4, "idle_s": 10.0}
 
 
-# -- the daemon in a subprocess ---------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def write_config(root: Path, ledger: Path, index_dir: Path, port: int, *, debounce_ms: int,
-                 interval_s: float) -> Path:
-    cfg = root / "ledger-indexer.toml"
-    cfg.write_text(f"""[ledger]
-path = "{ledger}"
-
-[index]
-dir = "{index_dir}"
-sinks = ["lancedb"]
-
-[api]
-port = {port}
-
-[sync]
-interval_seconds = {interval_s}
-debounce_ms = {debounce_ms}
-""")
-    return cfg
-
-
-class DaemonProc:
-    """``python -m indexer.cli --config CFG run``; JSON log lines to ``<root>/daemon.log``."""
-
-    def __init__(self, config: Path, port: int):
-        import httpx
-
-        self.config, self.port = config, port
-        self.base = f"http://127.0.0.1:{port}"
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("LEDGER_INDEXER_", "NOTIFY_SOCKET", "WATCHDOG_"))}
-        env.setdefault("LANCEDB_LOG", "error")
-        self.log_path = config.parent / "daemon.log"
-        self._log = open(self.log_path, "w")  # noqa: SIM115 - open for the life of the daemon
-        self.started = time.perf_counter()
-        self.proc = subprocess.Popen([sys.executable, "-m", "indexer.cli", "--config", str(config), "run"],
-                                     cwd=REPO, env=env, stdout=self._log, stderr=subprocess.STDOUT)
-        self.pid = self.proc.pid
-        self.http = httpx.Client(base_url=self.base, timeout=60)
-
-    def tail(self, n: int = 3000) -> str:
-        self._log.flush()
-        return self.log_path.read_text(errors="replace")[-n:]
-
-    def wait_ready(self, timeout: float = 600) -> float:
-        import httpx
-
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise SystemExit(f"the daemon exited ({self.proc.returncode}):\n{self.tail()}")
-            try:
-                if self.http.get("/readyz", timeout=2).status_code == 200:
-                    return time.perf_counter() - self.started
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise SystemExit(f"the daemon was not ready in {timeout:.0f} s:\n{self.tail()}")
-
-    def status(self) -> dict:
-        return self.http.get("/v1/status").json()
-
-    def wait_caught_up(self, personas: Sequence[str], timeout: float = 600) -> dict:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            st = self.status()
-            ps = st.get("personas") or {}
-            if all(p in ps and ps[p]["lag"] == 0 for p in personas):
-                return st
-            time.sleep(0.2)
-        raise SystemExit(f"the daemon did not catch up in {timeout:.0f} s:\n{self.tail()}")
-
-    def search(self, body: dict) -> dict:
-        r = self.http.post("/v1/memory_search", json=body)
-        if r.status_code != 200:
-            raise SystemExit(f"memory_search {body} -> {r.status_code}: {r.text[:500]}")
-        return r.json()
-
-    def stop(self, timeout: float = 20) -> int:
-        self.http.close()
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait(timeout=10)
-        finally:
-            self._log.close()
-
-    def events(self, name: str) -> list[dict]:
-        """The daemon's JSON log lines with ``event == name`` (``ts``: epoch seconds added)."""
-        self._log.flush()
-        out = []
-        for line in self.log_path.read_text(errors="replace").splitlines():
-            line = line.strip()
-            if not line.startswith("{"):
-                continue
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if rec.get("event") == name and rec.get("timestamp"):
-                rec["ts"] = datetime.fromisoformat(rec["timestamp"]).timestamp()
-                out.append(rec)
-        return out
+# -- process samples ------------------------------------------------------------------------------
 
 
 def proc_sample(pid: int) -> dict:
@@ -251,7 +137,7 @@ def seed_ledger(ledger: Path, lines: Sequence[str], turns: int) -> None:
                    assistant=rng.choice(lines))
 
 
-def find_turn(d: DaemonProc, marker: str, tid: str, t_commit: float) -> dict:
+def find_turn(d: Daemon, marker: str, tid: str, t_commit: float) -> dict:
     """Poll keyword search every POLL_S until ``tid`` is returned."""
     body = {"query": marker, "persona": PERSONA, "mode": "keyword", "max_results": 3}
     polls = 0
@@ -260,7 +146,7 @@ def find_turn(d: DaemonProc, marker: str, tid: str, t_commit: float) -> dict:
         sent = time.perf_counter()
         if sent - t_commit > FIND_TIMEOUT_S:
             return {"found": False, "polls": polls}
-        resp = d.search(body)
+        resp = d.memory_search(body)
         got = time.perf_counter()
         polls += 1
         if any(r.get("turn_id") == tid for r in resp["results"]):
@@ -304,8 +190,9 @@ def freshness(lines: Sequence[str], n_appends: int, seed_turns: int, debounce_ms
         seed_ledger(ledger, lines, seed_turns)
     log(f"freshness: seeded the ledger with {seed_turns} turns ({t.seconds:.1f} s)")
     port = free_port()
-    cfg = write_config(root, ledger, root / "index", port, debounce_ms=debounce_ms, interval_s=INTERVAL_S)
-    d = DaemonProc(cfg, port)
+    cfg = write_config(root, ledger, port, index_dir=root / "index", sinks=("lancedb",), token=None,
+                       debounce_ms=debounce_ms, interval=INTERVAL_S, name="ledger-indexer.toml")
+    d = Daemon(cfg, port)
     out: dict = {"seed_turns": seed_turns, "sessions": SEED_SESSIONS, "debounce_ms": debounce_ms,
                  "interval_s": INTERVAL_S, "poll_ms": POLL_S * 1000, "gap_s": list(GAP_S),
                  "load_before": loadavg()}
@@ -318,7 +205,7 @@ def freshness(lines: Sequence[str], n_appends: int, seed_turns: int, debounce_ms
             f"({out['documents_after_backfill']} documents) in {out['backfill_s']:.1f} s")
         out["rss_after_backfill_kb"] = proc_sample(d.pid)["rss_kb"]
         for _ in range(5):  # warm the search path (table handles, FTS index)
-            d.search({"query": "warm up", "persona": PERSONA, "mode": "keyword"})
+            d.memory_search({"query": "warm up", "persona": PERSONA, "mode": "keyword"})
         time.sleep(1.0)
         rng = random.Random(17)
         appends = []
@@ -471,18 +358,19 @@ def load(size: str, baseline_n: int, n: int, clients: int, idle_s: float) -> dic
 
     LedgerWriter(ledger).close()  # the schema, no rows
     port = free_port()
-    cfg = write_config(root, ledger, root / "index", port, debounce_ms=DEBOUNCE_MS, interval_s=INTERVAL_S)
+    cfg = write_config(root, ledger, port, index_dir=root / "index", sinks=("lancedb",), token=None,
+                       debounce_ms=DEBOUNCE_MS, interval=INTERVAL_S, name="ledger-indexer.toml")
     log(f"load: corpus {info['chunks']:,} chunks ({'cached' if info.get('cached') else 'built'}, "
         f"{fmt_s(t_corpus.seconds)}), copied to {root / 'index'} in {t_copy.seconds:.1f} s")
     out: dict = {"size": size, "corpus": {k: v for k, v in info.items() if k not in ("root", "config")},
                  "corpus_s": t_corpus.seconds, "copy_s": t_copy.seconds}
-    d = DaemonProc(cfg, port)
+    d = Daemon(cfg, port)
     try:
         out["ready_s"] = d.wait_ready()
         labels = L.session_labels(info["sessions"])
         # sanity: both scopes answer from the corpus through the daemon
         for scope, caller in (("session", labels[-1]), ("project", labels[0])):
-            resp = d.search({"query": questions[0], "persona": L.PERSONA, "session": caller, "scope": scope,
+            resp = d.memory_search({"query": questions[0], "persona": L.PERSONA, "session": caller, "scope": scope,
                              "mode": "hybrid"})
             if not resp["results"]:
                 raise SystemExit(f"load: a {scope}-scope search returned nothing: the daemon does not see the "
@@ -522,7 +410,7 @@ def load(size: str, baseline_n: int, n: int, clients: int, idle_s: float) -> dic
 # -- 3. idle cost -----------------------------------------------------------------------------------
 
 
-def idle_cost(d: DaemonProc, seconds: float, label: str) -> dict:
+def idle_cost(d: Daemon, seconds: float, label: str) -> dict:
     log(f"idle ({label}): {seconds:.0f} s without ledger activity")
     samples = [proc_sample(d.pid)]
     end = samples[0]["t"] + seconds

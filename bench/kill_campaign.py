@@ -37,7 +37,7 @@ from bench.common import OUT, REPO, fmt_s, log, md_table, out_dir
 
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
-from tests.test_daemon import (  # noqa: E402  (one daemon harness for tests and bench)
+from tests.daemon_process import (  # noqa: E402  (one daemon harness for tests and bench)
     Daemon,
     assert_killed_mid_write,
     big_ledger,

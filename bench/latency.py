@@ -212,7 +212,7 @@ def build_corpus(size_name: str, n_turns: int, real, pool: Sequence[str], pool_v
 def _build_corpus(size_name: str, n_turns: int, real, pool: Sequence[str], pool_vecs: np.ndarray) -> dict:
     from exporters.lancedb import LanceSink
     from indexer.core.chunking import CHUNKING_VERSION
-    from indexer.sync.context import DOCUMENT_FORMAT_VERSION
+    from indexer.core.build import DOCUMENT_FORMAT_VERSION
     from indexer.state.db import StateDB
 
     key = sha256_json({"v": CORPUS_VERSION, "n": n_turns, "pool": POOL_SIZE, "noise": NOISE,

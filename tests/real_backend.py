@@ -15,9 +15,8 @@ import threading
 import time
 from pathlib import Path
 
-from indexer.runtime.config import load_config
 from indexer.service.daemon import Daemon
-from indexer.cli.demo import write_demo
+from tests.demo_index import demo_config
 
 _lock = threading.Lock()
 _daemon: Daemon | None = None
@@ -32,14 +31,12 @@ def real_daemon() -> Daemon:
 
 
 def _start() -> Daemon:
-    from indexer.sync.context import open_indexer
     from indexer.embedding.factory import make_embedder
-    from indexer.service.metrics import Metrics
     from indexer.search.searcher import Searcher
+    from indexer.service.metrics import Metrics
+    from indexer.sync.context import open_indexer
 
-    root = Path(tempfile.mkdtemp(prefix="api-real-"))
-    config = load_config(write_demo(root / "demo"), env={})
-    config = config.model_copy(update={"index": config.index.model_copy(update={"sinks": ["lancedb"]})})
+    config = demo_config(Path(tempfile.mkdtemp(prefix="api-real-")), sinks=["lancedb"])
     d = Daemon(config)
     embedder = make_embedder(config)
     d.indexer = open_indexer(config, embedder=embedder)

@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.cli_runner import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def cli(*args, stdin=None):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_INDEXER_")}
-    env["LEDGER_INDEXER_INDEX_SINKS"] = "qmd"
-    return subprocess.run([sys.executable, "-m", "indexer.cli", *args], cwd=ROOT, env=env, input=stdin,
-                          capture_output=True, text=True, timeout=120)
+def cli(*args, env=None, stdin=None, check=False):
+    return run_cli(*args, env={"LEDGER_INDEXER_INDEX_SINKS": "qmd", **(env or {})}, stdin=stdin, check=check)
 
 
 def test_projects_and_visibility(tmp_path):

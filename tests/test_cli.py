@@ -4,23 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
+from tests.cli_runner import run_cli
 from tests.qmd_tool import QmdCli
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def cli(*args, env=None, stdin=None, check=False):
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_INDEXER_")}
-    full_env.update(env or {})
-    proc = subprocess.run([sys.executable, "-m", "indexer.cli", *args], cwd=ROOT, env=full_env, input=stdin,
-                          capture_output=True, text=True, timeout=300)
-    if check:
-        assert proc.returncode == 0, proc.stderr
-    return proc
+cli = run_cli
 
 
 def test_demo_then_sync_json_then_qmd_finds_the_turn(tmp_path):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import socket
@@ -16,132 +15,18 @@ import httpx
 import pytest
 
 from ledger.writer import LedgerWriter
+from tests.cli_runner import run_cli_process
+from tests.daemon_process import (
+    ROOT,
+    Daemon,
+    assert_killed_mid_write,
+    big_ledger,
+    free_port,
+    lance_rows,
+    sink_events,
+    write_config,
+)
 from tests.test_sync import expected_paths
-
-ROOT = Path(__file__).resolve().parents[1]
-WORDS = ("deploy cache token schema migration retry budget latency shard index vector kafka redis postgres jwt "
-         "expiry rollout canary alert queue worker").split()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def write_config(tmp: Path, ledger: Path, port: int, *, token: str | None = "s3cret-token", interval: float = 30):
-    token_line = ""
-    if token is not None:
-        (tmp / "admin.token").write_text(token + "\n")
-        token_line = f'admin_token_file = "{tmp / "admin.token"}"'
-    cfg = tmp / "config.toml"
-    cfg.write_text(f"""
-[ledger]
-path = "{ledger}"
-[index]
-dir = "{tmp / 'index'}"
-sinks = ["lancedb", "qmd"]
-[api]
-port = {port}
-{token_line}
-[sync]
-interval_seconds = {interval}
-debounce_ms = 50
-""")
-    return cfg
-
-
-class Daemon:
-    def __init__(self, config: Path, port: int, *, env: dict | None = None, log_level: str = "info"):
-        self.config, self.port = config, port
-        self.base = f"http://127.0.0.1:{port}"
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith(("LEDGER_INDEXER_", "NOTIFY_SOCKET",
-                                                                               "WATCHDOG_"))}
-        full_env.update(env or {})
-        self.log = open(config.parent / f"daemon-{time.monotonic_ns()}.log", "w")
-        self.proc = subprocess.Popen([sys.executable, "-m", "indexer.cli", "--config", str(config),
-                                      "--log-level", log_level, "run"], cwd=ROOT,
-                                     env=full_env, stdout=self.log, stderr=subprocess.STDOUT)
-
-    def wait_ready(self, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.logs()
-            try:
-                if httpx.get(self.base + "/readyz", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError("daemon not ready in time:\n" + self.logs())
-
-    def wait_caught_up(self, timeout: float = 180) -> dict:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            status = httpx.get(self.base + "/v1/status", timeout=10).json()
-            personas = status["personas"]
-            if personas and all(p["lag"] == 0 for p in personas.values()):
-                return status
-            time.sleep(0.2)
-        raise AssertionError("daemon did not catch up:\n" + self.logs())
-
-    def search(self, query: str, **kw) -> list[dict]:
-        body = {"query": query, "persona": "atlas", **kw}
-        response = httpx.post(self.base + "/v1/memory_search", json=body, timeout=30)
-        assert response.status_code == 200, response.text
-        return response.json()["results"]
-
-    def stop(self, sig=signal.SIGTERM, timeout: float = 10) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            return self.proc.wait(timeout=timeout)
-        finally:
-            self.log.close()
-
-    def logs(self) -> str:
-        self.log.flush()
-        return Path(self.log.name).read_text()[-4000:]
-
-    def events(self) -> list[dict]:
-        """The daemon's structured log events so far (JSON lines on stdout)."""
-        out = []
-        for line in Path(self.log.name).read_text(errors="replace").splitlines():
-            if line.startswith("{"):
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError:
-                    pass  # a line cut by a kill
-        return out
-
-    def wait_for_write_in_progress(self, timeout: float = 120, after: int = 0) -> None:
-        """Block until a sink write has started and not finished (debug log level).
-
-        ``after``: ignore the first N writes, so a kill lands at a later point.
-        """
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.logs()
-            started = done = 0
-            for line in Path(self.log.name).read_text(errors="replace").splitlines():
-                if '"sink.write_started"' in line:
-                    started += 1
-                elif '"sink.write_done"' in line:
-                    done += 1
-            if started > max(done, after):
-                return
-            time.sleep(0.005)
-        raise AssertionError("no sink write seen in time:\n" + self.logs())
-
-
-def sink_events(events: list[dict]) -> list[str]:
-    return [e["event"] for e in events if e.get("event", "").startswith("sink.write_")]
-
-
-def assert_killed_mid_write(events: list[dict]) -> None:
-    """The log, cut by the kill, ends inside a sink write: started, never done."""
-    seq = sink_events(events)
-    assert seq and seq[-1] == "sink.write_started", seq[-5:]
 
 
 @pytest.fixture
@@ -152,16 +37,6 @@ def setup(tmp_path):
         w.turn("main", user="seed question about the canary rollout", assistant="seed answer")
     port = free_port()
     return tmp_path, ledger, port, write_config(tmp_path, ledger, port)
-
-
-def lance_rows(index_dir: Path, persona: str = "atlas") -> list[dict]:
-    from exporters.lancedb import open_retriever
-
-    reader = open_retriever(index_dir / "lancedb")
-    table = reader.active_table(persona)
-    rows = table.to_arrow().select(["id", "path", "chunk_index"]).to_pylist() if table is not None else []
-    reader.close()
-    return rows
 
 
 def assert_converged(tmp: Path, ledger: Path) -> None:
@@ -233,8 +108,7 @@ def test_admin_calls_need_the_right_token_and_reindex_keeps_search_up(setup):
                 break
         assert job["state"] == "done" and min(seen) > 0
         # the CLI delegates to the running daemon
-        cli = subprocess.run([sys.executable, "-m", "indexer.cli", "--config", str(cfg), "reindex", "--json"],
-                             cwd=ROOT, capture_output=True, text=True, timeout=120)
+        cli = run_cli_process("--config", str(cfg), "reindex", "--json", timeout=120)
         assert cli.returncode == 0, cli.stderr
         assert json.loads(cli.stdout)["state"] == "done"
         vis = httpx.put(d.base + "/v1/admin/sessions/visibility", json={"label": "main", "visibility": "private"},
@@ -248,8 +122,7 @@ def test_admin_calls_need_the_right_token_and_reindex_keeps_search_up(setup):
 
         assert not any("/main/" in p for p in QmdExporter(export).paths("atlas"))
         # ... and the CLI, with the daemon holding the index, goes through its API.
-        shared = subprocess.run([sys.executable, "-m", "indexer.cli", "--config", str(cfg), "session", "visibility",
-                                 "main", "shared"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        shared = run_cli_process("--config", str(cfg), "session", "visibility", "main", "shared", timeout=120)
         assert shared.returncode == 0 and "applied by the running daemon" in shared.stdout, shared.stderr
         assert any("/main/" in p for p in QmdExporter(export).paths("atlas"))
     finally:
@@ -275,22 +148,12 @@ def test_the_lock_refuses_a_second_writer(setup):
     d = Daemon(cfg, port)
     try:
         d.wait_ready()
-        second = subprocess.run([sys.executable, "-m", "indexer.cli", "--config", str(cfg), "run"], cwd=ROOT,
-                                capture_output=True, text=True, timeout=60)
+        second = run_cli_process("--config", str(cfg), "run", timeout=60)
         assert second.returncode == 1 and "run" in second.stderr and str(d.proc.pid) in second.stderr
-        sync = subprocess.run([sys.executable, "-m", "indexer.cli", "--config", str(cfg), "sync"], cwd=ROOT,
-                              capture_output=True, text=True, timeout=60)
+        sync = run_cli_process("--config", str(cfg), "sync", timeout=60)
         assert sync.returncode == 1 and str(d.proc.pid) in sync.stderr
     finally:
         assert d.stop() == 0
-
-
-def big_ledger(ledger: Path, turns: int, seed: int = 2, words: int = 60) -> None:
-    rng = random.Random(seed)
-    with LedgerWriter(ledger, seed=seed) as w:
-        for i in range(turns):
-            text = " ".join(rng.choice(WORDS) for _ in range(words))
-            w.turn(f"bulk-{i % 20}", user=f"question {i}: {text}", assistant=f"answer {i}: {text[::-1]}")
 
 
 def test_sigterm_mid_sync_exits_0_quickly_and_the_next_start_converges(tmp_path):

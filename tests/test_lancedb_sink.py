@@ -31,7 +31,7 @@ from exporters.lancedb import (
     sql_str,
     table_name,
 )
-from exporters.lancedb.rows import document_chunks, document_rows
+from exporters.lancedb.rows import document_chunks
 from indexer.core.types import DocKind, Document, Source
 
 REPO = Path(__file__).resolve().parent.parent

@@ -3,36 +3,25 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
 
-from indexer.runtime.config import load_config
-from indexer.sync.context import Indexer, build_sinks
-from indexer.embedding.factory import make_embedder
-from indexer.cli.demo import write_demo
 from indexer.search.retrieval import DocumentNotFound, get_document
-from indexer.search.searcher import SearchRequest, Searcher, snippet_for
+from indexer.search.searcher import SearchRequest, snippet_for
 from indexer.sync.engine import sync_once
+from tests.cli_runner import run_cli
+from tests.demo_index import build_demo_index
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("search")
-    config = load_config(write_demo(tmp / "demo"), env={})
-    embedder = make_embedder(config)
-    ix = Indexer(config, sinks=build_sinks(config, embedder=embedder))
-    sync_once(ix)
-    searcher = Searcher(config, embedder=embedder, state=ix.state)
-    yield config, ix, searcher, embedder
-    searcher.close()
-    ix.close()
+    index = build_demo_index(tmp_path_factory.mktemp("search"))
+    yield index.config, index.ix, index.searcher, index.embedder
+    index.close()
 
 
 def ask(searcher, query, **kw):
@@ -169,10 +158,7 @@ def test_forced_reindex_embeds_nothing_new_and_search_never_goes_empty(demo):
     assert answers and min(answers) > 0
 
 
-def cli(*args, stdin=None):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_INDEXER_")}
-    return subprocess.run([sys.executable, "-m", "indexer.cli", *args], cwd=ROOT, env=env, input=stdin,
-                          capture_output=True, text=True, timeout=300)
+cli = run_cli
 
 
 def test_cli_search_get_and_batch(demo):

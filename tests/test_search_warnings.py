@@ -12,22 +12,14 @@ import pytest
 from fastapi.testclient import TestClient
 from structlog.testing import capture_logs
 
-from indexer.runtime.config import load_config
-from indexer.sync.context import Indexer, build_sinks
-from indexer.embedding.factory import make_embedder
-from indexer.cli.demo import write_demo
-from indexer.search.searcher import SearchError, SearchRequest, Searcher
-from indexer.sync.engine import sync_once
+from indexer.search.searcher import SearchError, SearchRequest
+from tests.demo_index import build_demo_index
 
 
 @pytest.fixture(scope="module")
 def broken_fts(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("fts")
-    config = load_config(write_demo(tmp / "demo"), env={})
-    embedder = make_embedder(config)
-    ix = Indexer(config, sinks=build_sinks(config, embedder=embedder))
-    sync_once(ix)
-    searcher = Searcher(config, embedder=embedder, state=ix.state)
+    index = build_demo_index(tmp_path_factory.mktemp("fts"))
+    config, ix, searcher = index.config, index.ix, index.searcher
     table = searcher.retriever.active_table("atlas")
     fts = [i for i in table.list_indices() if i.columns == ["text"] and str(i.index_type) == "FTS"]
     assert len(fts) == 1, table.list_indices()
@@ -37,8 +29,7 @@ def broken_fts(tmp_path_factory):
     assert index_dir.is_dir()
     shutil.rmtree(index_dir)
     yield config, ix, searcher
-    searcher.close()
-    ix.close()
+    index.close()
 
 
 def test_hybrid_answers_from_vectors_and_says_fts_failed(broken_fts):

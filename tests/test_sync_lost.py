@@ -4,6 +4,8 @@ replaced ledgers, reused ids, a full disk. Real WAL ledgers, real sinks."""
 from __future__ import annotations
 
 import pytest
+import structlog
+import structlog.testing
 
 from exporters.qmd import QmdExporter
 from indexer.service.status import status_report
@@ -34,8 +36,12 @@ def test_raising_the_cap_rebuilds_and_readmits_the_whole_text(writer, make_index
     assert len(truncated_documents(ix.state, "atlas")) == 1
     ix.close()
     wider = make_indexer(ledger={"max_message_bytes": 5000})
-    summary = sync_once(wider)
+    assert wider.state.build_identity("atlas").max_message_bytes == 1000
+    with structlog.testing.capture_logs() as events:
+        summary = sync_once(wider)
     assert summary.personas["atlas"].mode == "rebuild"
+    assert [e["changed"] for e in events if e["event"] == "index.build_changed"] == [["max_message_bytes"]]
+    assert wider.state.build_identity("atlas") == wider.build_identity
     path = next(iter(wider.state.paths("atlas")))
     text = QmdExporter(tmp_path / "export").read("atlas", path)
     assert "truncated" not in text and text.count("beta") == 400
@@ -169,8 +175,8 @@ def test_a_label_that_is_not_utf8_is_indexed_by_the_tail_as_by_a_backfill(writer
 def test_a_replaced_ledger_is_a_new_source(writer, make_indexer, ledger_path, tmp_path):
     """Personas the new ledger does not hold leave every store; counters of the
     old ledger (pending turns, bad rows) do not carry over."""
+    from indexer.search.searcher import Searcher, SearchRequest
     from indexer.sync.context import build_sinks
-    from indexer.search.searcher import SearchRequest, Searcher
     from tests.test_sync import replace_ledger
 
     writer.turn("main", user="atlas remembers the canary plan", assistant="ok")

@@ -7,7 +7,8 @@ import time
 
 import httpx
 
-from indexer.cli.common import EXIT_FAIL, EXIT_OK, CliError, print_json as _print_json
+from indexer.cli.common import EXIT_FAIL, EXIT_OK, CliError
+from indexer.cli.common import print_json as _print_json
 from indexer.runtime.config import Config
 from indexer.state.lock import read_holder
 

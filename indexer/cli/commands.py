@@ -11,11 +11,12 @@ import peewee
 import structlog
 
 from exporters.base import SinkError
-from indexer.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CliError, print_json as _print_json
+from indexer.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CliError
+from indexer.cli.common import print_json as _print_json
 from indexer.runtime.config import Config
-from indexer.state.lock import LockHeldError, acquire, read_holder
-from indexer.state.db import StateDB
 from indexer.service.status import status_report
+from indexer.state.db import StateDB
+from indexer.state.lock import LockHeldError, acquire, read_holder
 from ledger.connection import LedgerUnavailable
 
 log = structlog.get_logger("indexer.cli")
@@ -188,7 +189,7 @@ def run_get(config: Config, persona: str, path: str, from_line: int, lines: int 
 
 
 def run_search(config: Config, args, *, as_json: bool) -> int:
-    from indexer.search.searcher import SearchRequest, Searcher, SearchError
+    from indexer.search.searcher import Searcher, SearchError, SearchRequest
 
     try:
         request = SearchRequest(query=args.query, persona=args.persona, session=args.session, scope=args.scope,
@@ -220,7 +221,7 @@ def run_search_batch(config: Config, source: str, *, as_json: bool = True) -> in
     """One request per line in, one response per line out, in order; the model loads once."""
     from pydantic import ValidationError
 
-    from indexer.search.searcher import SearchError, SearchRequest, Searcher
+    from indexer.search.searcher import Searcher, SearchError, SearchRequest
 
     stream = sys.stdin if source == "-" else open(source, encoding="utf-8")
     searcher = Searcher.open(config)

@@ -9,14 +9,12 @@ before hashing, so a hash never depends on a secret.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import datetime as dt
 import enum
 import hashlib
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from indexer.core.safe_names import safe_segment, turn_path
 from indexer.core.types import DocKind, Document, Source

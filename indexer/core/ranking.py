@@ -35,6 +35,7 @@ from typing import Iterable, Sequence
 
 from indexer.core.time_hints import TimeHints
 
+
 class Fusion(str, enum.Enum):
     LINEAR = "linear"
     RRF = "rrf"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from indexer.runtime.config import Config
 from indexer.core.scopes import Scope, resolve
+from indexer.runtime.config import Config
 from indexer.state.db import StateDB
 
 

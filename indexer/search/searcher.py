@@ -26,15 +26,13 @@ from typing import Literal
 
 import numpy as np
 import structlog
-
-from indexer.runtime.logs import RateLimitedLogger
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from indexer.core import ranking
-from indexer.core import time_hints
-from indexer.runtime.config import Config
+from indexer.core import ranking, time_hints
 from indexer.core.ranking import SHIPPED, Candidate, RankingSettings, keyword_score, vector_score
 from indexer.core.scopes import Scope, ScopeError, ScopeFilter, resolve
+from indexer.runtime.config import Config
+from indexer.runtime.logs import RateLimitedLogger
 from indexer.state.db import StateDB
 
 log = structlog.get_logger("indexer.search")

@@ -5,14 +5,13 @@ owns it, so neither imports the other."""
 from __future__ import annotations
 
 from indexer.runtime.config import Config
-from indexer.state.lock import read_holder
 from indexer.state.db import StateDB
+from indexer.state.lock import read_holder
 from ledger.connection import LedgerUnavailable
 
 
 def status_report(config: Config, state: StateDB) -> dict:
     """Per persona: cursor, ledger head, lag, documents, bad rows, index metadata."""
-    from indexer.state.db import INDEX_META_KEY
     from indexer.sync.writes import truncated_documents
     from ledger.reader import LedgerReader
 
@@ -45,7 +44,7 @@ def status_report(config: Config, state: StateDB) -> dict:
             "pending_turns": len(state.pending(persona)),
             # documents with a message cut at ledger.max_message_bytes (a marker in the text says so)
             "truncated_documents": len(truncated_documents(state, persona)),
-            "index_meta": state.get_json(INDEX_META_KEY, persona),
+            "index_meta": identity.as_dict() if (identity := state.build_identity(persona)) else None,
         }
     holder = read_holder(config.index.dir) if config.index.dir.exists() else None
     out["writer"] = holder.to_json() if holder else None

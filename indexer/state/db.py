@@ -23,6 +23,7 @@ from peewee import (
     chunked,
 )
 
+from indexer.core.build import BuildIdentity
 from indexer.core.types import Document
 
 CURSOR_KEY = "memory_sessions_ledger_cursor_v1"
@@ -213,6 +214,14 @@ class StateDB:
 
     def clear_cursor(self, persona: str) -> None:
         self.delete_meta(CURSOR_KEY, persona)
+
+    def build_identity(self, persona: str) -> BuildIdentity | None:
+        """What the persona's index was built with (None before its first complete build)."""
+        return BuildIdentity.from_dict(self.get_json(INDEX_META_KEY, persona))
+
+    def set_build_identity(self, persona: str, identity: BuildIdentity) -> None:
+        """Record a complete build (with the cursor, in the caller's transaction)."""
+        self.set_json(INDEX_META_KEY, identity.as_dict(), persona)
 
     def get_json(self, key: str, scope: str = GLOBAL) -> dict | None:
         value = self.get_meta(key, scope)
@@ -465,4 +474,4 @@ class StateDB:
         return [p for (p,) in F.select(F.persona).distinct().tuples()]
 
 
-__all__ = ["StateDB", "FileRecord", "SessionRecord", "Visibility", "CURSOR_KEY", "INDEX_META_KEY"]
+__all__ = ["StateDB", "FileRecord", "SessionRecord", "Visibility", "CURSOR_KEY"]

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 import structlog
 
 from exporters.base import Exporter
+from indexer.core.build import DOCUMENT_FORMAT_VERSION, BuildIdentity
 from indexer.core.types import Document
 from indexer.embedding.factory import make_embedder
 from indexer.runtime.config import Config
@@ -20,8 +21,6 @@ from ledger.reader import LedgerReader
 
 log = structlog.get_logger("indexer.context")
 
-# Bump when the document text layout changes: stored hashes then mean nothing.
-DOCUMENT_FORMAT_VERSION = "doc-v1"
 # Newline-separated secrets in the environment (e.g. from a systemd credential).
 KNOWN_SECRETS_ENV = "LEDGER_INDEXER_KNOWN_SECRETS"
 
@@ -74,10 +73,6 @@ def build_sinks(config: Config, *, embedder=None) -> list[Exporter]:
     return sinks
 
 
-def sink_fingerprint(sink: Exporter) -> str:
-    return str(sink.fingerprint)
-
-
 class Indexer:
     def __init__(self, config: Config, *, sinks: Sequence[Exporter], state: StateDB | None = None,
                  redact: Callable[[str], str] | None = None, redaction_version: str | None = None):
@@ -93,15 +88,10 @@ class Indexer:
         self.memory = MemorySource(self)
 
     @property
-    def index_meta(self) -> dict:
-        """What the index was built with; any change triggers a rebuild."""
-        return {
-            "format": DOCUMENT_FORMAT_VERSION,
-            "redaction": self.redaction_version,
-            # Raising the cap re-admits text that an earlier build truncated.
-            "max_message_bytes": self.config.ledger.max_message_bytes,
-            "sinks": {sink.name: sink_fingerprint(sink) for sink in self.sinks},
-        }
+    def build_identity(self) -> BuildIdentity:
+        """What this process builds the index with; any change from the stored one rebuilds."""
+        return BuildIdentity(DOCUMENT_FORMAT_VERSION, self.redaction_version, self.config.ledger.max_message_bytes,
+                             tuple((sink.name, str(sink.fingerprint)) for sink in self.sinks))
 
     def reader(self) -> LedgerReader:
         """A fresh read-only reader: opened per pass so a replaced ledger file is noticed."""

@@ -28,7 +28,6 @@ import structlog
 
 from indexer.core.documents import Skip
 from indexer.core.types import Document, Source
-from indexer.state.db import INDEX_META_KEY
 from indexer.sync.build import Built, build_sessions
 from indexer.sync.context import Indexer
 from indexer.sync.visibility import UNSCOPED_WRITES, reconcile_unscoped, switch_in_rebuild
@@ -241,7 +240,7 @@ def _backfill(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaS
     with ix.state.atomic():
         ix.state.forget_documents(persona, stale)
         ix.state.set_cursor(persona, summary.head)
-        ix.state.set_json(INDEX_META_KEY, ix.index_meta, persona)
+        ix.state.set_build_identity(persona, ix.build_identity)
     summary.documents_deleted += len(stale)
     summary.cursor = summary.head
 
@@ -305,7 +304,7 @@ def _record_rebuild(ix: Indexer, persona: str, summary: PersonaSummary, docs: li
             persona, [(s.session, s.turn_id or "", s.reason.value, s.detail) for s in skips], fingerprints)
         ix.state.set_pending(persona, pending)
         ix.state.set_cursor(persona, summary.head)
-        ix.state.set_json(INDEX_META_KEY, ix.index_meta, persona)
+        ix.state.set_build_identity(persona, ix.build_identity)
 
 
 # -- entry point -------------------------------------------------------------------------------------
@@ -383,10 +382,12 @@ def sync_once(
         for persona in targets:
             head = reader.head_id()
             cursor = ix.state.get_cursor(persona)
-            stored_meta = ix.state.get_json(INDEX_META_KEY, persona)
+            changed = ix.build_identity.differences(ix.state.build_identity(persona))
             sink_wants_rebuild = any(sink.needs_rebuild(persona) for sink in ix.sinks)
-            if force or sink_wants_rebuild or (cursor is not None and stored_meta != ix.index_meta):
+            if force or sink_wants_rebuild or (cursor is not None and changed):
                 mode = "rebuild"
+                if not force and cursor is not None and changed:
+                    log.info("index.build_changed", persona=persona, changed=changed)
             elif cursor is None:
                 mode = "backfill"
             elif cursor > head:
