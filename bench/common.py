@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 # LanceDB's Rust logger warns on every FTS query that selects columns without `_score`
-# (indexer/search.py `_fts`); keep benchmark logs readable. Must be set before lancedb loads.
+# (indexer/search/searcher.py `_fts`); keep benchmark logs readable. Must be set before lancedb loads.
 os.environ.setdefault("LANCEDB_LOG", "error")
 
 REPO = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ Corpus (how the big tables are built without an hour of embedding):
   all-MiniLM-L6-v2 int8; vectors cached in ``bench/out/latency-index/embed_cache.sqlite``);
 - every turn document is ``User: <line a>`` / ``Assistant: <line b>`` with a
   and b drawn at random from the pool (seeded), built by the real
-  ``indexer.documents.turn_document`` (identity redaction: synthetic text),
+  ``indexer.core.documents.turn_document`` (identity redaction: synthetic text),
   100 turns per session, one persona;
 - the table is written through the real :class:`exporters.lancedb.LanceSink`
   (real chunking with the real tokenizer, merge_insert, FTS/BTREE/BITMAP
@@ -22,7 +22,7 @@ Corpus (how the big tables are built without an hour of embedding):
 
 Measured: hybrid (linear) ``memory_search`` p50/p95, ``max_results=6``, for
 scope ``session`` (100 chunks visible), ``project`` (50 sessions) and
-``persona`` (every chunk), in-process (:class:`indexer.search.Searcher`, real
+``persona`` (every chunk), in-process (:class:`indexer.search.searcher.Searcher`, real
 query embedding included) and through the CLI (``ledger-indexer search
 ... --json``, one process per query); the scopes take turns query by query
 (the machine is shared and noisy). And sync throughput: ``sync_once`` over N
@@ -461,7 +461,7 @@ def sync_throughput(real, lines: Sequence[str], n: int, reps: int) -> dict:
     """``sync_once`` turns/s over ``n`` fresh turns vs raw ``FastEmbedder.embed`` texts/s on the same bodies.
 
     Kinds, in alternating order: A raw embed, B the shipped sync, C the shipped sync with the length
-    sort of ``_write_in_parts`` disabled (``sorted`` shadowed in ``indexer.sync``: the document order
+    sort of ``_write_in_parts`` disabled (``sorted`` shadowed in ``indexer.sync.engine``: the document order
     before commit f239372), for the record of what the sort buys."""
     import indexer.sync.writes as sync_mod  # write_in_parts sorts the documents it embeds
     from indexer.runtime.config import load_config
@@ -560,7 +560,7 @@ def report(ctx: dict) -> str:
         lines += [
             "Corpus: one persona, 100 turns per session; every turn `User: <a>` / `Assistant: <b>` with a, b drawn "
             f"(seeded) from a pool of {POOL_SIZE:,} distinct real LoCoMo dialogue lines, built by "
-            "`indexer.documents.turn_document` and written through the real `LanceSink` (real tokenizer and "
+            "`indexer.core.documents.turn_document` and written through the real `LanceSink` (real tokenizer and "
             "chunking, merge_insert, FTS + BTREE + BITMAP indexes, `maintain(force=True)`). Vectors: the pool's "
             f"{POOL_SIZE:,} lines were embedded once with the real model; a chunk's vector is "
             f"normalize(v(a) + v(b) + N(0, {NOISE}²·I)), noise seeded by the chunk text's hash (a small `Embedder` "

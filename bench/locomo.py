@@ -652,7 +652,7 @@ def report(ctx: dict) -> str:
     lines.append(md_table(["category", "mode", "R@5", "R@10", "R@25"], rows, ["l", "l", "r", "r", "r"]))
 
     if ctx.get("ablations"):
-        lines += ["", "### What each part of the ranking adds (hybrid; constants of `indexer.ranking` set in-process)",
+        lines += ["", "### What each part of the ranking adds (hybrid; constants of `indexer.core.ranking` set in-process)",
                   ""]
         rows = [["shipped: " + ", ".join(f"{k} {v:g}" for k, v in ctx["knobs"].items()), *_r(aggs["hybrid"])]]
         for ab in ctx["ablations"]:

@@ -1,6 +1,6 @@
 """One builder for the Documents the sink and exporter tests write.
 
-Real documents come from ``indexer.documents`` (ledger rows in); the sink tests
+Real documents come from ``indexer.core.documents`` (ledger rows in); the sink tests
 need documents with chosen paths, bodies and kinds, built the same way
 everywhere: a ``Session:``/``Turn:`` header, a blank line, the body, the
 content hash of the text.

@@ -1,6 +1,6 @@
 """The daemon's real API backend, in-process, for API tests and the fuzz.
 
-A :class:`indexer.daemon.Daemon` over a real WAL ledger (the demo's), real
+A :class:`indexer.service.daemon.Daemon` over a real WAL ledger (the demo's), real
 LanceDB and the real embedding model, with its sync worker running (reindex
 jobs, visibility changes) but no HTTP server, watcher or scheduler: tests put
 the API in front of it themselves (`create_app(backend, ...)`).

@@ -1,4 +1,4 @@
-"""The HTTP API layer (indexer/api.py): its own logic over an in-memory fake backend.
+"""The HTTP API layer (indexer/service/api/): its own logic over an in-memory fake backend.
 
 What a client sees from the real backend (real ledger, LanceDB, model) is in
 tests/test_api_real.py, and the schemathesis fuzz runs against the real
@@ -7,7 +7,7 @@ failures the real backend cannot produce on demand: a backend crash
 (``fail_with``), an off-contract answer, a backend that is not ready, a
 reindex job held open, and exact knowledge of what reached the backend
 (``searches``) to prove validation stopped a request before it. It
-implements :class:`indexer.api.ApiBackend` with the daemon's error behaviour
+implements :class:`indexer.service.api.ApiBackend` with the daemon's error behaviour
 (SearchError 422 for scope errors, DocumentNotFound, False for an unknown
 session).
 """

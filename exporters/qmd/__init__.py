@@ -6,7 +6,7 @@ Layout (ARCHITECTURE.md, "Document contract")::
     <export_dir>/<safe_persona>/sessions/<safeLabel>/compactions/<turnId>.md
     <export_dir>/<safe_persona>/memory/...
 
-``<safe_persona>`` is :func:`indexer.safe_names.safe_segment` of the ledger's
+``<safe_persona>`` is :func:`indexer.core.safe_names.safe_segment` of the ledger's
 persona id; the rest is ``Document.path``, which is already a safe index path and
 is validated again here (no absolute paths, no ``..``, every segment of
 ``[A-Za-z0-9._-]`` and not starting with a dot).

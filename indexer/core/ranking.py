@@ -15,7 +15,7 @@ scores into one score in 0..1 per chunk.
    and the neighbours are the adjacent chunks. Candidates missing from the lists
    count as 0, which the division keeps within 0..1.
 3. **Dates in the query** (every mode) — when the query names a time
-   (:mod:`indexer.time_hints`), ``(1 − time_weight)·score + time_weight·match``
+   (:mod:`indexer.core.time_hints`), ``(1 − time_weight)·score + time_weight·match``
    where ``match`` is 1 inside the window and falls to 0 over
    ``time_hints.MARGIN_DAYS`` outside it. Queries without dates, and queries whose
    dates match no candidate, are unaffected.

@@ -2,7 +2,7 @@
 
 - :class:`FastEmbedder` runs fastembed (ONNX Runtime, CPU) fully offline
   (``HF_HUB_OFFLINE=1``). By default it loads the packaged all-MiniLM-L6-v2
-  int8 folder (:mod:`indexer.model_files`); a config may name any fastembed
+  int8 folder (:mod:`indexer.embedding.model_files`); a config may name any fastembed
   model (taken from fastembed's local cache, never downloaded) or a local
   folder. Each call sorts its texts by length and runs batches of
   ``batch_size`` (32..64) with ``parallel=None``: ONNX Runtime already uses

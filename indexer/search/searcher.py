@@ -5,7 +5,7 @@ This module is the I/O edge: it resolves the scope, asks LanceDB for
 candidates (vector and BM25 lists, prefiltered by the scope; when the query
 names a date, also the best candidates inside that time window) and shapes the
 results. How candidates are scored — fusion, conversational context, dates — is
-:mod:`indexer.ranking` (pure); scores are in 0..1, higher is better, and mean
+:mod:`indexer.core.ranking` (pure); scores are in 0..1, higher is better, and mean
 the same across queries so that ``min_score`` is a real threshold.
 
 Keyword candidates get their exact vector score too (their vectors come with

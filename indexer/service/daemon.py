@@ -73,7 +73,7 @@ class Daemon:
                  sinks=list(config.index.sinks), api=f"http://{config.api.host}:{self.port}")
 
     def _start_http(self) -> None:
-        """The one HTTP server path (indexer.api.ApiServer), the same the tests start."""
+        """The one HTTP server path (indexer.service.api.ApiServer), the same the tests start."""
         from indexer.service.api import ApiServer, create_app
 
         token = None

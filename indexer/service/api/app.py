@@ -57,7 +57,7 @@ log = structlog.get_logger("indexer.api")
 class ApiBackend(Protocol):
     """What the API needs from the daemon. All methods are synchronous and may block.
 
-    Errors: raise :class:`indexer.search.SearchError` (its ``http_status`` is
+    Errors: raise :class:`indexer.search.searcher.SearchError` (its ``http_status`` is
     used), :class:`ApiError` (its ``status``) or ``DocumentNotFound`` (404).
     Any other exception is answered 503 "index unavailable, retry" and logged
     as ``api.backend_error``.

@@ -47,7 +47,7 @@ DocPath = Annotated[str, _text(4096), AfterValidator(_no_nul)]
 
 
 class SearchRequestBody(SearchRequest):
-    """:class:`indexer.search.SearchRequest` as the HTTP body, checked strictly.
+    """:class:`indexer.search.searcher.SearchRequest` as the HTTP body, checked strictly.
 
     Same fields, defaults and validators, but without pydantic's lax coercions
     (``"6"`` or ``6.0`` for ``max_results``, ``false`` for ``min_score`` are
@@ -58,7 +58,7 @@ class SearchRequestBody(SearchRequest):
     """
 
     model_config = ConfigDict(strict=True, title="SearchRequest", json_schema_extra={
-        # The session and project scopes need the caller's session (indexer.scopes.resolve).
+        # The session and project scopes need the caller's session (indexer.core.scopes.resolve).
         "if": {"properties": {"scope": {"enum": [Scope.SESSION.value, Scope.PROJECT.value]}}, "required": ["scope"]},
         "then": {"properties": {"session": {"type": "string", "minLength": 1}}, "required": ["session"]},
     })
