@@ -125,8 +125,45 @@ def test_admin_calls_need_the_right_token_and_reindex_keeps_search_up(setup):
         shared = run_cli_process("--config", str(cfg), "session", "visibility", "main", "shared", timeout=120)
         assert shared.returncode == 0 and "applied by the running daemon" in shared.stdout, shared.stderr
         assert any("/main/" in p for p in QmdExporter(export).paths("atlas"))
+        assert_cli_queries_go_through_the_daemon(d, cfg)
     finally:
         assert d.stop() == 0
+
+
+# A CLI process that answers search/get/status and reports which heavy modules it loaded.
+_CLI_PROBE = """
+import contextlib, io, json, sys
+from indexer.cli.main import main
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    code = main(sys.argv[1:])
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("lancedb", "onnxruntime", "fastembed", "numpy", "pyarrow"))
+print(json.dumps({"code": code, "stdout": out.getvalue(), "heavy": heavy}))
+"""
+
+
+def assert_cli_queries_go_through_the_daemon(d: Daemon, cfg: Path) -> None:
+    """With a daemon holding the index, `search`, `get` and `status` are its API's answers: the
+    CLI process never loads the model or opens the index (issue 12)."""
+    def probe(*args: str) -> dict:
+        import subprocess
+        import sys
+
+        done = subprocess.run([sys.executable, "-c", _CLI_PROBE, "--config", str(cfg), *args], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.splitlines()[-1])
+
+    searched = probe("search", "canary rollout", "--persona", "atlas", "--json")
+    assert searched["code"] == 0 and searched["heavy"] == [], searched
+    results = json.loads(searched["stdout"])["results"]
+    assert [r["path"] for r in results] == [r["path"] for r in d.search("canary rollout")]
+    got = probe("get", results[0]["path"], "--persona", "atlas", "--json")
+    assert got["code"] == 0 and got["heavy"] == []
+    assert json.loads(got["stdout"]) == d.http.get("/v1/memory_get", params={"persona": "atlas",
+                                                                            "path": results[0]["path"]}).json()
+    status = probe("status", "--json")
+    assert status["code"] == 0 and status["heavy"] == [] and "atlas" in json.loads(status["stdout"])["personas"]
 
 
 def test_admin_calls_are_refused_without_a_configured_token(tmp_path):

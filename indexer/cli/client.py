@@ -36,16 +36,6 @@ def _token(config: Config) -> str:
         raise CliError(f"cannot read the admin token {path}: {exc}") from None
 
 
-def daemon_status(config: Config) -> dict:
-    try:
-        response = httpx.get(_base_url(config) + "/v1/status", timeout=10)
-        response.raise_for_status()
-        return response.json()
-    except httpx.HTTPError as exc:
-        raise CliError(f"the daemon holds the index but its API did not answer ({exc}); "
-                       "check `journalctl -u ledger-indexer`") from None
-
-
 def follow_reindex(config: Config, *, personas=None, as_json: bool = False) -> int:
     from tqdm import tqdm
 

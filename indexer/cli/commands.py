@@ -14,7 +14,6 @@ from exporters.base import SinkError
 from indexer.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CliError
 from indexer.cli.common import print_json as _print_json
 from indexer.runtime.config import Config
-from indexer.service.status import status_report
 from indexer.state.db import StateDB
 from indexer.state.lock import LockHeldError, acquire, read_holder
 from ledger.connection import LedgerUnavailable
@@ -22,8 +21,17 @@ from ledger.connection import LedgerUnavailable
 log = structlog.get_logger("indexer.cli")
 
 
+def _index_dir(config: Config) -> None:
+    """The index folder exists (created when missing), or a one-line error saying why not."""
+    try:
+        config.index.dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"cannot create the index folder {config.index.dir}: {exc.strerror or exc}; "
+                       "set [index] dir to a writable folder") from None
+
+
 def _writer_lock(config: Config, role: str):
-    config.index.dir.mkdir(parents=True, exist_ok=True)
+    _index_dir(config)
     try:
         return acquire(config.index.dir, role)
     except LockHeldError as exc:
@@ -92,46 +100,15 @@ def run_reindex(config: Config, *, personas: Sequence[str] | None = None, as_jso
     return run_sync(config, force=True, personas=personas, as_json=as_json, progress=_tqdm_progress())
 
 
-def run_status(config: Config, *, as_json: bool = False) -> int:
-    holder = read_holder(config.index.dir) if config.index.dir.exists() else None
-    if holder is not None and holder.role == "run":
-        from indexer.cli.client import daemon_status
-
-        report = daemon_status(config)
-    else:
-        if not config.state_db_path.exists():
-            raise CliError(f"no index at {config.index.dir}: run `ledger-indexer sync` or start the daemon")
-        state = StateDB(config.state_db_path)
-        try:
-            report = status_report(config, state)
-        finally:
-            state.close()
-    if as_json:
-        _print_json(report)
-    else:
-        print(f"ledger {report['ledger']['path']}: head {report['ledger']['head']}"
-              + (f" ({report['ledger']['error']})" if report["ledger"].get("error") else ""))
-        for persona, p in report["personas"].items():
-            print(f"  {persona}: cursor {p['cursor']}, lag {p['lag']}, {p['documents']} documents, "
-                  f"{p['bad_rows_skipped']} bad rows skipped, {p['pending_turns']} pending turns, "
-                  f"{p.get('truncated_documents', 0)} truncated documents")
-            bad = p.get("bad_turns") or []
-            for item in bad[:STATUS_BAD_SHOWN]:
-                print(f"    bad: session {item['session']!r} turn {item['turn_id']}: {item['reason']}"
-                      + (f" ({item['detail']})" if item.get("detail") else ""))
-            if bad:
-                more = p["bad_rows_skipped"] - min(len(bad), STATUS_BAD_SHOWN)
-                print(("    … and %d more (status --json lists 50); " % more if more > 0 else "    ")
-                      + "retried when their rows change, on a rebuild, or now with `sync --retry-bad`")
-    return EXIT_OK
-
-
-STATUS_BAD_SHOWN = 5  # bad turns listed by the text status; --json lists the newest 50
-
-
 def _state(config: Config) -> StateDB:
-    config.index.dir.mkdir(parents=True, exist_ok=True)
-    return StateDB(config.state_db_path)
+    _index_dir(config)
+    try:
+        return StateDB(config.state_db_path)
+    except (OSError, sqlite3.Error, peewee.PeeweeException) as exc:
+        from indexer.core.errors import describe
+
+        raise CliError(f"cannot open the state database {config.state_db_path}: {describe(exc)}; check that "
+                       "the index folder is writable") from None
 
 
 def run_project(config: Config, args) -> int:
@@ -163,57 +140,12 @@ def run_project(config: Config, args) -> int:
 def run_visibility(config: Config, label: str, visibility: str) -> int:
     from indexer.cli.visibility import apply_visibility
 
-    config.index.dir.mkdir(parents=True, exist_ok=True)
+    _index_dir(config)
     change = apply_visibility(config, label, visibility)
     where = " (applied by the running daemon)" if change.via_daemon else ""
     export = f"; export: {change.removed} removed, {change.restored} restored" if (change.removed or
                                                                                      change.restored) else ""
     print(f"{label}: {visibility}{where}{export}")
-    return EXIT_OK
-
-
-def run_get(config: Config, persona: str, path: str, from_line: int, lines: int | None, *, as_json: bool) -> int:
-    from indexer.search.retrieval import DocumentNotFound, get_document
-
-    if from_line < 1 or (lines is not None and lines < 1):
-        raise CliError("--from and --lines must be positive", EXIT_USAGE)
-    try:
-        result = get_document(config, persona, path, from_line=from_line, lines=lines)
-    except DocumentNotFound as exc:
-        raise CliError(str(exc)) from None
-    if as_json:
-        _print_json(result.as_dict())
-    else:
-        sys.stdout.write(result.text + ("\n" if not result.text.endswith("\n") else ""))
-    return EXIT_OK
-
-
-def run_search(config: Config, args, *, as_json: bool) -> int:
-    from indexer.search.searcher import Searcher, SearchError, SearchRequest
-
-    try:
-        request = SearchRequest(query=args.query, persona=args.persona, session=args.session, scope=args.scope,
-                                sources=args.sources or ["sessions", "memory"], max_results=args.max_results,
-                                min_score=args.min_score, mode=args.mode)
-    except ValueError as exc:
-        raise CliError(f"invalid search request: {exc}", EXIT_USAGE) from None
-    searcher = Searcher.open(config)
-    try:
-        response = searcher.search(request)
-    except SearchError as exc:
-        raise CliError(str(exc), exc.code) from None
-    finally:
-        searcher.close()
-    if as_json:
-        _print_json(response.as_dict())
-    else:
-        if not response.results:
-            print("no results")
-        for r in response.results:
-            where = f"{r.session} · " if r.session else ""
-            print(f"{r.score:.3f}  {where}{r.path}:{r.start_line}-{r.end_line}")
-            for line in r.snippet.split("\n"):
-                print(f"    {line}")
     return EXIT_OK
 
 
@@ -223,8 +155,17 @@ def run_search_batch(config: Config, source: str, *, as_json: bool = True) -> in
 
     from indexer.search.searcher import Searcher, SearchError, SearchRequest
 
-    stream = sys.stdin if source == "-" else open(source, encoding="utf-8")
-    searcher = Searcher.open(config)
+    try:
+        stream = sys.stdin if source == "-" else open(source, encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise CliError(f"cannot read --batch {source}: {exc.strerror or exc} (a file of JSON lines, or - for stdin)",
+                       EXIT_USAGE) from None
+    try:
+        searcher = Searcher.open(config)
+    except SearchError as exc:
+        if stream is not sys.stdin:
+            stream.close()
+        raise CliError(str(exc), exc.code) from None
     failures = 0
     try:
         for number, line in enumerate(stream, start=1):

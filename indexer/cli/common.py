@@ -7,7 +7,21 @@ import sys
 
 from indexer.core.errors import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CliError
 
-__all__ = ["EXIT_OK", "EXIT_FAIL", "EXIT_USAGE", "CliError", "print_json"]
+__all__ = ["EXIT_OK", "EXIT_FAIL", "EXIT_USAGE", "CliError", "defer_logging", "ensure_logging", "print_json"]
+
+
+_pending_logging: list = []
+
+
+def defer_logging(setup) -> None:
+    """Logging set-up a command runs only when it works in-process (:func:`ensure_logging`):
+    a call answered by the daemon never imports the logging stack."""
+    _pending_logging[:] = [setup]
+
+
+def ensure_logging() -> None:
+    while _pending_logging:
+        _pending_logging.pop()()
 
 
 def print_json(obj) -> None:

@@ -12,14 +12,51 @@ import os
 import sys
 from pathlib import Path
 
-from indexer.cli.common import EXIT_OK, EXIT_USAGE, CliError
+from indexer.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CliError, defer_logging, ensure_logging
+
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+# Answered by a running daemon when one holds the index: logging is set up only if
+# the command ends up working in-process.
+FAST_COMMANDS = frozenset({"search", "get", "status"})
+
+
+def _log_level(value: str) -> str:
+    if value.strip().lower() not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"invalid log level {value!r}: choose one of {', '.join(LOG_LEVELS)}")
+    return value.strip().lower()
+
+
+class _Version(argparse.Action):
+    """``--version``: the installed package's version (looked up only when asked)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("ledger-indexer")
+        except PackageNotFoundError:
+            found = "unknown (not installed)"
+        print(f"ledger-indexer {found}")
+        parser.exit(0)
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line (the full usage is one ``--help`` away)."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ledger-indexer", description="Cross-session memory for AI agents.")
+    p = _Parser(prog="ledger-indexer", description="Cross-session memory for AI agents.")
     p.add_argument("--config", "-c", default=os.environ.get("LEDGER_INDEXER_CONFIG"),
                    help="TOML config file (env LEDGER_INDEXER_CONFIG)")
-    p.add_argument("--log-level", default=os.environ.get("LEDGER_INDEXER_LOG_LEVEL_CLI", "info"))
+    p.add_argument("--log-level", default=os.environ.get("LEDGER_INDEXER_LOG_LEVEL_CLI", "info"), type=_log_level,
+                   metavar="{debug,info,warning,error,critical}")
+    p.add_argument("--version", action=_Version, help="print the version and exit")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="run the daemon: tail the ledger, serve the HTTP API")
@@ -95,7 +132,10 @@ def _config(args):
 def cmd_demo(args) -> int:
     from indexer.cli.demo import write_demo
 
-    config = write_demo(args.dir)
+    try:
+        config = write_demo(args.dir)
+    except OSError as exc:
+        raise CliError(f"cannot write the demo into {args.dir}: {exc.strerror or exc}; choose a writable --dir") from None
     print(f"demo ledger and config written: {config}")
     print(f"next: ledger-indexer --config {config} sync")
     return EXIT_OK
@@ -124,24 +164,26 @@ def cmd_reindex(args) -> int:
 
 
 def cmd_status(args) -> int:
-    from indexer.cli.commands import run_status
+    from indexer.cli.queries import run_status
 
     return run_status(_config(args), as_json=args.json)
 
 
 def cmd_search(args) -> int:
-    from indexer.cli.commands import run_search, run_search_batch
-
     config = _config(args)
     if args.batch:
+        from indexer.cli.commands import run_search_batch
+
         return run_search_batch(config, args.batch, as_json=True)
+    from indexer.cli.queries import run_search
+
     if not args.query or not args.persona:
         raise CliError("search needs QUERY and --persona (or --batch FILE)", EXIT_USAGE)
     return run_search(config, args, as_json=args.json)
 
 
 def cmd_get(args) -> int:
-    from indexer.cli.commands import run_get
+    from indexer.cli.queries import run_get
 
     return run_get(_config(args), args.persona, args.path, args.from_line, args.lines, as_json=args.json)
 
@@ -176,10 +218,17 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("LANCEDB_LOG", "error")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     args = _parser().parse_args(argv)
-    from indexer.runtime.logs import configure_logging
+    stream = sys.stdout if args.command == "run" else sys.stderr
 
-    # CLI commands log to stderr so that --json stdout stays one object; the daemon logs to stdout.
-    configure_logging(level=args.log_level, stream=sys.stdout if args.command == "run" else sys.stderr)
+    def setup_logging() -> None:
+        from indexer.runtime.logs import configure_logging
+
+        # CLI commands log to stderr so that --json stdout stays one object; the daemon logs to stdout.
+        configure_logging(level=args.log_level, stream=stream)
+
+    defer_logging(setup_logging)
+    if args.command not in FAST_COMMANDS or getattr(args, "batch", None):
+        ensure_logging()
     try:
         return COMMANDS[args.command](args)
     except CliError as exc:
@@ -187,6 +236,16 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a bug or an unforeseen failure: one line, the traceback only at debug level
+        from indexer.core.errors import describe
+
+        ensure_logging()
+        import structlog
+
+        structlog.get_logger("indexer.cli").debug("cli.unexpected_error", command=args.command, exc_info=exc)
+        print(f"ledger-indexer: {args.command} failed: {describe(exc)} "
+              "(run with --log-level debug for the traceback; please report it)", file=sys.stderr)
+        return EXIT_FAIL
 
 
 if __name__ == "__main__":

@@ -188,9 +188,15 @@ def load_config(path: str | Path | None = None, *, env: Mapping[str, str] | None
         path = Path(path)
         base = path.resolve().parent
         try:
-            data = tomllib.loads(path.read_text())
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise ConfigError(f"config file not found: {path}") from None
+        except IsADirectoryError:
+            raise ConfigError(f"config path {path} is a directory: pass the TOML file itself") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}): a config file is UTF-8 TOML") from None
+        except OSError as exc:
+            raise ConfigError(f"cannot read the config file {path}: {exc.strerror or exc}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     for source in (_env_overrides(env), overrides or {}):

@@ -194,6 +194,9 @@ class Searcher:
 
     @classmethod
     def open(cls, config: Config, **kwargs) -> "Searcher":
+        if "lancedb" not in config.index.sinks:
+            raise SearchError("memory_search needs the lancedb sink: add \"lancedb\" to [index] sinks, then sync",
+                              code=1)
         if not config.state_db_path.exists():
             raise SearchError(f"no index at {config.index.dir}: run `ledger-indexer sync` or start the daemon")
         return cls(config, **kwargs)

@@ -1,0 +1,121 @@
+"""``search``, ``get`` and ``status``: answered by a running daemon's API when one holds the
+index (no model, no index opened here: the call costs its start-up), in-process otherwise.
+
+Only the standard library and the config are imported at the top; the search stack is
+imported when a call has to run here."""
+
+from __future__ import annotations
+
+import sys
+
+from indexer.cli.common import EXIT_OK, EXIT_USAGE, CliError, ensure_logging
+from indexer.cli.common import print_json as _print_json
+from indexer.cli.remote import DaemonApi
+from indexer.runtime.config import Config
+
+
+def run_search(config: Config, args, *, as_json: bool) -> int:
+    body = {"query": args.query, "persona": args.persona, "session": args.session, "scope": args.scope,
+            "sources": args.sources or ["sessions", "memory"], "max_results": args.max_results,
+            "min_score": args.min_score, "mode": args.mode}
+    daemon = DaemonApi.running(config)
+    if daemon is not None:  # the daemon validates the request as it validates every API call
+        response = daemon.answer("POST", "/v1/memory_search", {k: v for k, v in body.items() if v is not None})
+    else:
+        response = _search_here(config, body)
+    if as_json:
+        _print_json(response)
+        return EXIT_OK
+    if not response["results"]:
+        print("no results")
+    for r in response["results"]:
+        where = f"{r['session']} · " if r.get("session") else ""
+        print(f"{r['score']:.3f}  {where}{r['path']}:{r['start_line']}-{r['end_line']}")
+        for line in r["snippet"].split("\n"):
+            print(f"    {line}")
+    return EXIT_OK
+
+
+def _search_here(config: Config, body: dict) -> dict:
+    """No daemon runs: load the model and open the index in this process."""
+    ensure_logging()
+    from indexer.search.searcher import Searcher, SearchError, SearchRequest
+
+    try:
+        request = SearchRequest(**body)
+    except ValueError as exc:
+        raise CliError(f"invalid search request: {exc}", EXIT_USAGE) from None
+    try:
+        searcher = Searcher.open(config)
+    except SearchError as exc:
+        raise CliError(str(exc), exc.code) from None
+    try:
+        return searcher.search(request).as_dict()
+    except SearchError as exc:
+        raise CliError(str(exc), exc.code) from None
+    finally:
+        searcher.close()
+
+
+def run_get(config: Config, persona: str, path: str, from_line: int, lines: int | None, *, as_json: bool) -> int:
+    if from_line < 1 or (lines is not None and lines < 1):
+        raise CliError("--from and --lines must be positive", EXIT_USAGE)
+    daemon = DaemonApi.running(config)
+    if daemon is not None:
+        found = daemon.answer("GET", "/v1/memory_get",
+                              query={"persona": persona, "path": path, "from": from_line, "lines": lines})
+    else:
+        ensure_logging()
+        from indexer.search.retrieval import DocumentNotFound, get_document
+
+        try:
+            found = get_document(config, persona, path, from_line=from_line, lines=lines).as_dict()
+        except DocumentNotFound as exc:
+            raise CliError(str(exc)) from None
+    if as_json:
+        _print_json(found)
+    else:
+        text = found["text"]
+        sys.stdout.write(text + ("\n" if not text.endswith("\n") else ""))
+    return EXIT_OK
+
+
+def run_status(config: Config, *, as_json: bool = False) -> int:
+    daemon = DaemonApi.running(config)
+    if daemon is not None:
+        report = daemon.answer("GET", "/v1/status")
+    else:
+        ensure_logging()
+        if not config.state_db_path.exists():
+            raise CliError(f"no index at {config.index.dir}: run `ledger-indexer sync` or start the daemon")
+        from indexer.service.status import status_report
+        from indexer.state.db import StateDB
+
+        state = StateDB(config.state_db_path)
+        try:
+            report = status_report(config, state)
+        finally:
+            state.close()
+    if as_json:
+        _print_json(report)
+    else:
+        print(f"ledger {report['ledger']['path']}: head {report['ledger']['head']}"
+              + (f" ({report['ledger']['error']})" if report["ledger"].get("error") else ""))
+        for persona, p in report["personas"].items():
+            print(f"  {persona}: cursor {p['cursor']}, lag {p['lag']}, {p['documents']} documents, "
+                  f"{p['bad_rows_skipped']} bad rows skipped, {p['pending_turns']} pending turns, "
+                  f"{p.get('truncated_documents', 0)} truncated documents")
+            bad = p.get("bad_turns") or []
+            for item in bad[:STATUS_BAD_SHOWN]:
+                print(f"    bad: session {item['session']!r} turn {item['turn_id']}: {item['reason']}"
+                      + (f" ({item['detail']})" if item.get("detail") else ""))
+            if bad:
+                more = p["bad_rows_skipped"] - min(len(bad), STATUS_BAD_SHOWN)
+                print(("    … and %d more (status --json lists 50); " % more if more > 0 else "    ")
+                      + "retried when their rows change, on a rebuild, or now with `sync --retry-bad`")
+    return EXIT_OK
+
+
+STATUS_BAD_SHOWN = 5  # bad turns listed by the text status; --json lists the newest 50
+
+

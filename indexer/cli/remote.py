@@ -1,0 +1,81 @@
+"""The CLI's fast path: when a daemon holds the index, ``search``, ``get`` and ``status``
+are answered by its HTTP API instead of loading the model and opening the index here.
+
+Standard library only (``http.client``): a CLI call's cost is its start-up, and the
+daemon answers a query in tens of milliseconds."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any
+
+from indexer.core.errors import EXIT_FAIL, EXIT_USAGE, CliError
+from indexer.runtime.config import Config
+from indexer.state.lock import read_holder
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonApi:
+    """Where a running daemon answers; found through the index lock's holder record."""
+
+    host: str
+    port: int
+    timeout_s: float = 60.0
+
+    @classmethod
+    def running(cls, config: Config) -> DaemonApi | None:
+        """The daemon holding ``config``'s index, or None when no daemon runs (a one-off
+        sync holding the lock is not a daemon: the caller works in-process)."""
+        if not config.index.dir.exists():
+            return None
+        holder = read_holder(config.index.dir)
+        if holder is None or holder.role != "run":
+            return None
+        extra = holder.extra or {}
+        host = str(extra.get("host") or config.api.host)
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        return cls(host, int(extra.get("port") or config.api.port))
+
+    @property
+    def base(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def call(self, method: str, path: str, body: dict | None = None, *,
+             query: dict[str, Any] | None = None) -> tuple[int, Any]:
+        """(status, parsed JSON body). Raises :class:`CliError` when the daemon does not answer."""
+        if query:
+            path += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
+        payload = None if body is None else json.dumps(body).encode("utf-8")
+        headers = {"Content-Type": "application/json"} if payload is not None else {}
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
+        try:
+            conn.request(method, path, body=payload, headers=headers)
+            response = conn.getresponse()
+            raw = response.read()
+        except (OSError, http.client.HTTPException) as exc:
+            raise CliError(f"a daemon holds the index but its API at {self.base} did not answer ({exc}); "
+                           "check `journalctl -u ledger-indexer` or `ledger-indexer status`") from None
+        finally:
+            conn.close()
+        try:
+            data = json.loads(raw) if raw else None
+        except ValueError:
+            data = {"error": raw[:200].decode("utf-8", "replace")}
+        return response.status, data
+
+    def answer(self, method: str, path: str, body: dict | None = None, *,
+               query: dict[str, Any] | None = None) -> Any:
+        """The body of a 200 answer; an error answer becomes a :class:`CliError` carrying the
+        API's one-line message (exit 2 for a request the daemon refuses as invalid)."""
+        status, data = self.call(method, path, body, query=query)
+        if status == 200:
+            return data
+        message = data.get("error") if isinstance(data, dict) else None
+        details = data.get("details") if isinstance(data, dict) else None
+        if details:
+            message = "; ".join(f"{d.get('field')}: {d.get('message')}" for d in details[:3])
+        raise CliError(message or f"the daemon answered {status}", EXIT_USAGE if status in (400, 422) else EXIT_FAIL)

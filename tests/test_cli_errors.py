@@ -1,0 +1,84 @@
+"""Every CLI failure ends in one line that says what to do, with exit 1 or 2 — never a
+traceback (issue 12). Run in-process: an exception escaping ``main`` fails the test."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cli_runner import run_cli
+
+
+def one_line_error(result, code: int) -> str:
+    assert result.returncode == code, (result.returncode, result.stderr)
+    assert "Traceback (most recent" not in result.stderr and "please report it" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("usage:")]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("ledger-indexer:")
+    return lines[0]
+
+
+@pytest.fixture
+def config_file(tmp_path):
+    """A config whose ledger exists nowhere yet and whose index was never synced."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[ledger]\npath = "{tmp_path / "agents.db"}"\n[index]\ndir = "{tmp_path / "index"}"\n')
+    return cfg
+
+
+def test_search_before_the_first_sync(config_file):
+    line = one_line_error(run_cli("--config", str(config_file), "search", "jwt", "--persona", "atlas"), 1)
+    assert "no index" in line and "ledger-indexer sync" in line
+
+
+def test_search_with_only_the_qmd_sink(config_file):
+    env = {"LEDGER_INDEXER_INDEX_SINKS": "qmd"}
+    line = one_line_error(run_cli("--config", str(config_file), "search", "jwt", "--persona", "atlas", env=env), 1)
+    assert "lancedb" in line
+
+
+@pytest.mark.parametrize("what", ["missing", "directory"])
+def test_batch_source_missing_or_a_directory(config_file, tmp_path, what):
+    source = tmp_path / "nope.jsonl" if what == "missing" else tmp_path
+    line = one_line_error(run_cli("--config", str(config_file), "search", "--batch", str(source)), 2)
+    assert f"cannot read --batch {source}" in line
+
+
+def test_config_is_a_directory(tmp_path):
+    line = one_line_error(run_cli("--config", str(tmp_path), "status"), 2)
+    assert "is a directory" in line
+
+
+def test_config_is_not_utf8(tmp_path):
+    cfg = tmp_path / "latin1.toml"
+    cfg.write_bytes('[ledger]\npath = "caf\xe9.db"\n'.encode("latin-1"))
+    line = one_line_error(run_cli("--config", str(cfg), "status"), 2)
+    assert "not UTF-8" in line
+
+
+def test_bogus_log_level():
+    line = one_line_error(run_cli("--log-level", "bogus", "status"), 2)
+    assert "invalid log level 'bogus'" in line and "debug" in line
+
+
+@pytest.mark.parametrize("command", [["sync"], ["project", "add", "auth", "main"], ["project", "list"]])
+def test_index_folder_that_cannot_be_created(tmp_path, command):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[ledger]\npath = "{tmp_path / "agents.db"}"\n[index]\ndir = "{blocker / "index"}"\n')
+    line = one_line_error(run_cli("--config", str(cfg), *command), 1)
+    assert f"cannot create the index folder {blocker / 'index'}" in line
+
+
+def test_demo_into_a_folder_that_cannot_be_created(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    line = one_line_error(run_cli("demo", "--dir", str(blocker / "demo")), 1)
+    assert "cannot write the demo" in line and "--dir" in line
+
+
+def test_version_prints_the_installed_version():
+    from importlib.metadata import version
+
+    result = run_cli("--version")
+    assert (result.returncode, result.stdout) == (0, f"ledger-indexer {version('ledger-indexer')}\n")
