@@ -112,6 +112,11 @@ def _parser() -> argparse.ArgumentParser:
     vis.add_argument("label")
     vis.add_argument("visibility", choices=["private", "shared"])
 
+    config_cmd = sub.add_parser("config", help="configuration: `config check` tests that it is ready to run")
+    csub = config_cmd.add_subparsers(dest="action", required=True)
+    csub.add_parser("check", help="check the ledger, index folder, model, tokens and sinks (reads only)") \
+        .add_argument("--json", action="store_true")
+
     demo = sub.add_parser("demo", help="write a demo ledger and a config for it")
     demo.add_argument("--dir", required=True, type=Path)
     return p
@@ -200,6 +205,12 @@ def cmd_session(args) -> int:
     return run_visibility(_config(args), args.label, args.visibility)
 
 
+def cmd_config(args) -> int:
+    from indexer.cli.config_check import run_config_check
+
+    return run_config_check(_config(args), as_json=args.json)
+
+
 def cmd_run(args) -> int:
     from indexer.service.daemon import run_daemon
 
@@ -209,6 +220,7 @@ def cmd_run(args) -> int:
 COMMANDS = {
     "demo": cmd_demo, "redact": cmd_redact, "sync": cmd_sync, "reindex": cmd_reindex, "status": cmd_status,
     "search": cmd_search, "get": cmd_get, "project": cmd_project, "session": cmd_session, "run": cmd_run,
+    "config": cmd_config,
 }
 
 

@@ -1,0 +1,115 @@
+"""``ledger-indexer config check``: is this configuration ready to run? One line per check.
+
+Reads only: the ledger is opened read-only, the index folder and token files are
+inspected, nothing is created or written."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from indexer.cli.common import EXIT_FAIL, EXIT_OK, print_json
+from indexer.runtime.config import Config
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+def _writable_folder(path: Path) -> tuple[bool, str]:
+    """Whether ``path`` is (or can be created as) a folder this process can write."""
+    probe = path
+    while not probe.exists():
+        if probe.parent == probe:
+            return False, f"{path}: no existing parent folder"
+        probe = probe.parent
+    if not probe.is_dir():
+        return False, f"{path}: {probe} is not a folder"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return False, f"{path}: {probe} is not writable by this user"
+    return True, f"{path}" + ("" if probe == path else " (will be created)")
+
+
+def check_ledger(config: Config) -> Check:
+    from ledger.connection import LedgerUnavailable
+    from ledger.reader import LedgerReader
+
+    try:
+        reader = LedgerReader.open(config.ledger.path)
+    except LedgerUnavailable as exc:
+        return Check("ledger", False, str(exc))
+    try:
+        return Check("ledger", True, f"{config.ledger.path} (read-only, head {reader.head_id()})")
+    except Exception as exc:  # a file that opens but is not a ledger
+        return Check("ledger", False, f"{config.ledger.path}: not readable as an Agents Ledger ({exc})")
+    finally:
+        reader.close()
+
+
+def check_index(config: Config) -> Check:
+    ok, detail = _writable_folder(config.index.dir)
+    return Check("index dir", ok, detail if ok else detail + "; set [index] dir to a writable folder")
+
+
+def check_model(config: Config) -> Check:
+    if "lancedb" not in config.index.sinks:
+        return Check("model", True, "not needed (no lancedb sink)")
+    if config.embedding.model_path:
+        found = Path(config.embedding.model_path)
+        return Check("model", found.is_dir(), f"{found}" + ("" if found.is_dir() else ": no such folder"))
+    from indexer.embedding import model_files
+
+    folder = model_files.default_model_dir()
+    try:
+        verified = model_files.verify_folder(folder)
+    except model_files.ModelFilesError as exc:
+        return Check("model", False, f"{exc}")
+    return Check("model", True, f"{verified.path} (verified)")
+
+
+def check_token(config: Config) -> Check:
+    path = config.api.admin_token_file
+    if path is None:
+        return Check("admin token", True, "not set: admin calls (reindex, projects, visibility) are refused")
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        return Check("admin token", False, f"cannot read {path}: {exc}")
+    return Check("admin token", bool(token), f"{path}" + ("" if token else " is empty"))
+
+
+def check_qmd(config: Config) -> Check | None:
+    if "qmd" not in config.index.sinks:
+        return None
+    ok, detail = _writable_folder(config.qmd_export_dir)
+    command = config.qmd.update_command
+    if command and shutil.which(command[0]) is None and not Path(command[0]).is_file():
+        return Check("qmd", False, f"update command {command[0]!r} not found on PATH")
+    return Check("qmd", ok, f"export {detail}" + (f", update: {' '.join(command)}" if command else
+                                                   ", no update command (run `qmd update` yourself)"))
+
+
+def check_memory(config: Config) -> list[Check]:
+    out = []
+    for persona, entries in config.memory.items():
+        missing = [str(p) for p in entries if not p.exists()]
+        out.append(Check(f"memory {persona}", not missing,
+                         f"{len(entries)} path(s)" + (f"; missing: {', '.join(missing)}" if missing else "")))
+    return out
+
+
+def run_config_check(config: Config, *, as_json: bool = False) -> int:
+    checks = [check_ledger(config), check_index(config), check_model(config), check_token(config)]
+    qmd = check_qmd(config)
+    checks += ([qmd] if qmd else []) + check_memory(config)
+    if as_json:
+        print_json({"ok": all(c.ok for c in checks), "checks": [asdict(c) for c in checks]})
+    else:
+        for c in checks:
+            print(f"{'ok  ' if c.ok else 'FAIL'}  {c.name}: {c.detail}")
+    return EXIT_OK if all(c.ok for c in checks) else EXIT_FAIL
