@@ -45,6 +45,7 @@ BENCHES = (
     Bench("latency", "bench.latency"),
     Bench("daemon", "bench.daemon_bench"),
     Bench("kill_campaign", "bench.kill_campaign"),
+    Bench("cli_latency", "bench.cli_latency"),
 )
 
 
