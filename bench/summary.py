@@ -100,9 +100,16 @@ def kill_campaign_rows(d: dict) -> list[Row]:
              "≥ 20 kills, 0 lost, 0 duplicated", _yes(ok and d["n_kills"] >= 20))]
 
 
+def cli_latency_rows(d: dict) -> list[Row]:
+    cli, ratio = d["cli_daemon_ms"], d["ratio_cli_over_qmd"]
+    return [("CLI `search` with the daemon running, whole process",
+             f"p50 {cli['p50']:.0f} ms; vs `qmd search` in the same run {ratio['p50']:.2f}x",
+             "≤ 1.0x qmd, ≤ 300 ms quiet", _yes(ratio["p50"] <= 1.0))]
+
+
 SOURCES: dict[str, Callable[[dict], list[Row]]] = {
     "redaction": redaction_rows, "locomo": locomo_rows, "latency": latency_rows, "daemon": daemon_rows,
-    "kill_campaign": kill_campaign_rows,
+    "kill_campaign": kill_campaign_rows, "cli_latency": cli_latency_rows,
 }
 
 
