@@ -90,3 +90,28 @@ def test_status_and_readiness(client):
 def test_reindex_of_an_unknown_persona_is_404(client):
     r = client.post("/v1/admin/reindex", json={"personas": ["nobody"]}, headers=AUTH)
     assert r.status_code == 404 and "nobody" in r.json()["error"]
+
+
+def test_an_unknown_persona_is_a_404_that_says_so(client):
+    r = client.post("/v1/memory_search", json={"query": "JWT expiry", "persona": "Atlas"})
+    assert r.status_code == 404
+    assert r.json()["error"].startswith("unknown persona 'Atlas': no index holds it")
+
+
+def test_health_endpoints_answer_head(client):
+    for path in ("/healthz", "/readyz"):
+        r = client.head(path)
+        assert (r.status_code, r.content) == (200, b"")
+
+
+def test_docs_render_from_packaged_assets_without_a_cdn(client):
+    page = client.get("/docs")
+    assert page.status_code == 200 and "swagger-ui" in page.text
+    import re
+
+    urls = re.findall(r"""(?:src|href)=["']([^"']+)["']""", page.text) + re.findall(r"""url: ?['"]([^'"]+)['"]""",
+                                                                                     page.text)
+    assert urls and all(u.startswith("/") for u in urls), urls  # every asset from this server
+    for url in urls:
+        if url.startswith("/docs/assets/"):
+            assert client.get(url).status_code == 200, url

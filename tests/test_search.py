@@ -181,3 +181,11 @@ def test_cli_search_get_and_batch(demo):
     assert res.returncode == 1
     bad = cli("--config", cfg, "search", "x", "--persona", "atlas", "--scope", "session")
     assert bad.returncode == 2 and "session" in bad.stderr
+
+
+def test_cli_names_an_unknown_persona_instead_of_answering_nothing(demo):
+    config, _, _, _ = demo
+    cfg = str(config.index.dir.parent / "ledger-indexer.toml")
+    out = cli("--config", cfg, "search", "JWT expiry", "--persona", "Atlas")
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr.startswith("ledger-indexer: unknown persona 'Atlas': no index holds it"), out.stderr

@@ -233,6 +233,10 @@ class Searcher:
         started = time.perf_counter()
         scope = self.scope_filter(request)
         table = self.retriever.active_table(request.persona)
+        if table is None and request.persona not in self.state.personas_indexed():
+            raise SearchError(f"unknown persona {request.persona!r}: no index holds it (persona ids are the "
+                              "ledger's persona_id, case-sensitive; `ledger-indexer status` lists them)",
+                              code=1, http_status=404)
         results: list[SearchResult] = []
         warnings: list[SearchWarning] = []
         if table is not None and not scope.allows_nothing():

@@ -129,7 +129,10 @@ def create_app(backend: ApiBackend, *, admin_token: str | None, max_request_byte
         description="Cross-session memory for AI agents: scoped `memory_search` and `memory_get` over the "
                     "Agents Ledger index, plus status, health, metrics and admin calls. Every error body is "
                     "`{\"error\": \"...\"}`.",
+        docs_url=None,  # served below from the swagger-ui-bundle package: no CDN, the page renders offline
+        redoc_url=None,
     )
+    _mount_offline_docs(app)
     app.state.metrics = metrics
     app.state.backend = backend
     # Outermost last: the request log sees every answer, including the middlewares' 401/403/413.
@@ -187,7 +190,8 @@ def create_app(backend: ApiBackend, *, admin_token: str | None, max_request_byte
     # -- search and get --
 
     @app.post("/v1/memory_search", response_model=SearchResponseModel, tags=["memory"],
-              responses=_errors(*_BODY_ERRORS, 503), summary="Scoped hybrid search over a persona's memory",
+              responses=_errors(*_BODY_ERRORS, 404, 503, e404="Unknown persona: no index holds it."),
+              summary="Scoped hybrid search over a persona's memory",
               description="Vector + BM25 fused, each turn read in its conversation (its neighbours, its "
                           "session); dates named in the query (\"last week\", \"on 2025-03-01\", \"in July\") "
                           "favour what was said then. Scores are 0..1 and comparable across queries.")
@@ -248,6 +252,10 @@ def create_app(backend: ApiBackend, *, admin_token: str | None, max_request_byte
         return JSONResponse({"status": "starting"}, status_code=503,
                             headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
 
+    # HEAD for probes and load balancers that check liveness without a body (not in the schema).
+    app.add_api_route("/healthz", healthz, methods=["HEAD"], include_in_schema=False)
+    app.add_api_route("/readyz", readyz, methods=["HEAD"], include_in_schema=False)
+
     @app.get("/metrics", tags=["operations"], summary="Prometheus metrics (text exposition format)",
              responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
                               "description": "Prometheus text format."}})
@@ -307,6 +315,26 @@ def create_app(backend: ApiBackend, *, admin_token: str | None, max_request_byte
         return _json(VisibilityResponse(label=body.label, visibility=body.visibility))
 
     return app
+
+
+DOCS_ASSETS = "/docs/assets"
+
+
+def _mount_offline_docs(app: FastAPI) -> None:
+    """``/docs``: Swagger UI from the packaged assets (FastAPI's default page loads them from a CDN,
+    which an always-on box without internet cannot reach)."""
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from starlette.staticfiles import StaticFiles
+    from swagger_ui_bundle import swagger_ui_path
+
+    app.mount(DOCS_ASSETS, StaticFiles(directory=swagger_ui_path), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> Response:
+        return get_swagger_ui_html(openapi_url=app.openapi_url or "/openapi.json", title=f"{app.title} API",
+                                   swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+                                   swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+                                   swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png")
 
 
 def _is_ready(backend: ApiBackend) -> bool:
