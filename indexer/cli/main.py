@@ -171,26 +171,26 @@ def cmd_reindex(args) -> int:
 def cmd_status(args) -> int:
     from indexer.cli.queries import run_status
 
-    return run_status(_config(args), as_json=args.json)
+    return run_status(args.config, lambda: _config(args), as_json=args.json)
 
 
 def cmd_search(args) -> int:
-    config = _config(args)
     if args.batch:
         from indexer.cli.commands import run_search_batch
 
-        return run_search_batch(config, args.batch, as_json=True)
+        return run_search_batch(_config(args), args.batch, as_json=True)
     from indexer.cli.queries import run_search
 
     if not args.query or not args.persona:
         raise CliError("search needs QUERY and --persona (or --batch FILE)", EXIT_USAGE)
-    return run_search(config, args, as_json=args.json)
+    return run_search(args.config, lambda: _config(args), args, as_json=args.json)
 
 
 def cmd_get(args) -> int:
     from indexer.cli.queries import run_get
 
-    return run_get(_config(args), args.persona, args.path, args.from_line, args.lines, as_json=args.json)
+    return run_get(args.config, lambda: _config(args), args.persona, args.path, args.from_line, args.lines,
+                   as_json=args.json)
 
 
 def cmd_project(args) -> int:

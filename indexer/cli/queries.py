@@ -7,18 +7,34 @@ imported when a call has to run here."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from indexer.cli.common import EXIT_OK, EXIT_USAGE, CliError, ensure_logging
 from indexer.cli.common import print_json as _print_json
 from indexer.cli.remote import DaemonApi
-from indexer.runtime.config import Config
+
+if TYPE_CHECKING:
+    from indexer.runtime.config import Config
+
+ConfigLoader = Callable[[], "Config"]
 
 
-def run_search(config: Config, args, *, as_json: bool) -> int:
+def _daemon(config_path: str | None, load: ConfigLoader) -> tuple[DaemonApi | None, Config | None]:
+    """The running daemon (found from the config file alone: the fast path), else the loaded
+    configuration and the daemon it names, if any."""
+    daemon = DaemonApi.located(config_path)
+    if daemon is not None:
+        return daemon, None
+    config = load()
+    return DaemonApi.running(config), config
+
+
+def run_search(config_path: str | None, load: ConfigLoader, args, *, as_json: bool) -> int:
     body = {"query": args.query, "persona": args.persona, "session": args.session, "scope": args.scope,
             "sources": args.sources or ["sessions", "memory"], "max_results": args.max_results,
             "min_score": args.min_score, "mode": args.mode}
-    daemon = DaemonApi.running(config)
+    daemon, config = _daemon(config_path, load)
     if daemon is not None:  # the daemon validates the request as it validates every API call
         response = daemon.answer("POST", "/v1/memory_search", {k: v for k, v in body.items() if v is not None})
     else:
@@ -57,10 +73,11 @@ def _search_here(config: Config, body: dict) -> dict:
         searcher.close()
 
 
-def run_get(config: Config, persona: str, path: str, from_line: int, lines: int | None, *, as_json: bool) -> int:
+def run_get(config_path: str | None, load: ConfigLoader, persona: str, path: str, from_line: int,
+            lines: int | None, *, as_json: bool) -> int:
     if from_line < 1 or (lines is not None and lines < 1):
         raise CliError("--from and --lines must be positive", EXIT_USAGE)
-    daemon = DaemonApi.running(config)
+    daemon, config = _daemon(config_path, load)
     if daemon is not None:
         found = daemon.answer("GET", "/v1/memory_get",
                               query={"persona": persona, "path": path, "from": from_line, "lines": lines})
@@ -80,8 +97,8 @@ def run_get(config: Config, persona: str, path: str, from_line: int, lines: int 
     return EXIT_OK
 
 
-def run_status(config: Config, *, as_json: bool = False) -> int:
-    daemon = DaemonApi.running(config)
+def run_status(config_path: str | None, load: ConfigLoader, *, as_json: bool = False) -> int:
+    daemon, config = _daemon(config_path, load)
     if daemon is not None:
         report = daemon.answer("GET", "/v1/status")
     else:

@@ -10,11 +10,14 @@ import http.client
 import json
 import urllib.parse
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from indexer.core.errors import EXIT_FAIL, EXIT_USAGE, CliError
-from indexer.runtime.config import Config
 from indexer.state.lock import read_holder
+
+if TYPE_CHECKING:
+    from indexer.runtime.config import Config
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,19 +29,36 @@ class DaemonApi:
     timeout_s: float = 60.0
 
     @classmethod
-    def running(cls, config: Config) -> DaemonApi | None:
-        """The daemon holding ``config``'s index, or None when no daemon runs (a one-off
-        sync holding the lock is not a daemon: the caller works in-process)."""
-        if not config.index.dir.exists():
+    def at(cls, index_dir: Path, *, host: str | None = None, port: int | None = None) -> DaemonApi | None:
+        """The daemon holding the index in ``index_dir``, or None when no daemon runs (a one-off
+        sync holding the lock is not a daemon: the caller works in-process). The daemon records
+        its host and port in the lock's holder record; ``host``/``port`` are the fallback."""
+        if not index_dir.is_dir():
             return None
-        holder = read_holder(config.index.dir)
+        holder = read_holder(index_dir)
         if holder is None or holder.role != "run":
             return None
         extra = holder.extra or {}
-        host = str(extra.get("host") or config.api.host)
-        if host in ("0.0.0.0", "::", ""):
-            host = "127.0.0.1"
-        return cls(host, int(extra.get("port") or config.api.port))
+        found_host, found_port = extra.get("host") or host, extra.get("port") or port
+        if not found_host or not found_port:
+            return None
+        if found_host in ("0.0.0.0", "::"):
+            found_host = "127.0.0.1"
+        return cls(str(found_host), int(found_port))
+
+    @classmethod
+    def running(cls, config: Config) -> DaemonApi | None:
+        """:meth:`at` for a loaded configuration."""
+        return cls.at(config.index.dir, host=config.api.host, port=config.api.port)
+
+    @classmethod
+    def located(cls, config_path: str | None) -> DaemonApi | None:
+        """:meth:`at` for the index folder a config file names, without loading the whole
+        configuration (see :mod:`indexer.runtime.locate`)."""
+        from indexer.runtime.locate import index_dir
+
+        found = index_dir(config_path)
+        return cls.at(found) if found is not None else None
 
     @property
     def base(self) -> str:

@@ -18,7 +18,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
-ENV_PREFIX = "LEDGER_INDEXER_"
+from indexer.runtime.locate import DEFAULT_INDEX_DIR, ENV_PREFIX, resolve_path
+
 # Variables with the prefix that are not config keys.
 _NON_KEY_ENV = {"LEDGER_INDEXER_CONFIG", "LEDGER_INDEXER_KNOWN_SECRETS", "LEDGER_INDEXER_LOG_LEVEL_CLI"}
 
@@ -42,7 +43,7 @@ class LedgerConfig(_Section):
 
 
 class IndexConfig(_Section):
-    dir: Path = Path("/var/lib/ledger-indexer")
+    dir: Path = DEFAULT_INDEX_DIR
     sinks: tuple[Literal["lancedb", "qmd"], ...] = ("lancedb",)
 
     @field_validator("sinks")
@@ -154,8 +155,7 @@ def _resolve_paths(config: Config, base: Path) -> Config:
     def fix(p: Path | None) -> Path | None:
         if p is None or str(p) == "":
             return None
-        p = p.expanduser()
-        return p if p.is_absolute() else (base / p)
+        return resolve_path(p, base)
 
     return config.model_copy(
         update={
