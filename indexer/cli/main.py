@@ -75,6 +75,16 @@ def _parser() -> argparse.ArgumentParser:
     vis.add_argument("label")
     vis.add_argument("visibility", choices=["private", "shared"])
 
+    mcp = sub.add_parser("mcp", help="serve memory_search and memory_get over MCP (stdio) for one agent process",
+                         description="MCP over stdio. The persona, the session and the widest scope are fixed "
+                                     "here, never by a tool call. A running daemon answers the calls when there "
+                                     "is one; otherwise this process opens the index itself.")
+    mcp.add_argument("--persona", required=True, help="the agent's persona_id (the only persona it can search)")
+    mcp.add_argument("--session", help="the agent's session label: its private session becomes visible, and the "
+                                       "project and session scopes are relative to it")
+    mcp.add_argument("--scope", choices=["persona", "project", "session"], default="persona",
+                     help="the widest scope a tool call may search (a call may only narrow it; default persona)")
+
     demo = sub.add_parser("demo", help="write a demo ledger and a config for it")
     demo.add_argument("--dir", required=True, type=Path)
     return p
@@ -158,6 +168,12 @@ def cmd_session(args) -> int:
     return run_visibility(_config(args), args.label, args.visibility)
 
 
+def cmd_mcp(args) -> int:
+    from indexer.cli.mcp import run_mcp
+
+    return run_mcp(_config(args), persona=args.persona, session=args.session, scope=args.scope)
+
+
 def cmd_run(args) -> int:
     from indexer.service.daemon import run_daemon
 
@@ -167,6 +183,7 @@ def cmd_run(args) -> int:
 COMMANDS = {
     "demo": cmd_demo, "redact": cmd_redact, "sync": cmd_sync, "reindex": cmd_reindex, "status": cmd_status,
     "search": cmd_search, "get": cmd_get, "project": cmd_project, "session": cmd_session, "run": cmd_run,
+    "mcp": cmd_mcp,
 }
 
 
