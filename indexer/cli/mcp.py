@@ -11,8 +11,9 @@ Who answers, decided per call:
   Nothing heavy is loaded here — no model, no LanceDB — so the agent's first
   call answers in milliseconds; if the daemon stops answering, the call falls
   back to the index;
-- otherwise the index itself, opened here on first use (``Searcher``,
-  ``get_document``: the daemon's own code paths) and kept open.
+- otherwise the index itself (``Searcher``, ``get_document``: the daemon's
+  own code paths), kept open. When no daemon runs at start-up, it is opened
+  (model included) in the background at once, while the client connects.
 """
 
 from __future__ import annotations
@@ -56,6 +57,15 @@ class _IndexBackend:
 
     def state(self):
         return self.searcher().state
+
+    def warm_in_background(self) -> None:
+        def warm() -> None:
+            try:
+                self.searcher()
+            except Exception as exc:  # no index yet, …: the first call says so
+                log.info("mcp.index_not_opened", error=str(exc)[:300])
+
+        threading.Thread(target=warm, name="mcp-warm-up", daemon=True).start()
 
     def search(self, request):
         return self.searcher().search(request)
@@ -128,14 +138,26 @@ class _DaemonDoor:
         await self._client.aclose()
 
 
+def daemon_url(config: Config) -> str | None:
+    """The running daemon's API, or None when no daemon holds this index."""
+    if not config.index.dir.exists():
+        return None
+    holder = read_holder(config.index.dir)
+    if holder is None or holder.role != "run":
+        return None
+    from indexer.cli.client import _base_url
+
+    return _base_url(config)
+
+
 class StdioDoor:
     """Per call: the running daemon when there is one, else the index opened here."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, index: _IndexBackend | None = None) -> None:
         from indexer.service.mcp_server import BackendDoor
 
         self.config = config
-        self.index = _IndexBackend(config)
+        self.index = index or _IndexBackend(config)
         self.local = BackendDoor(self.index, self.index.state, "local")
         self._daemon: _DaemonDoor | None = None
         self._state = None
@@ -143,15 +165,7 @@ class StdioDoor:
         self.name = "local"
 
     def daemon_url(self) -> str | None:
-        """The running daemon's API, or None when no daemon holds this index."""
-        if not self.config.index.dir.exists():
-            return None
-        holder = read_holder(self.config.index.dir)
-        if holder is None or holder.role != "run":
-            return None
-        from indexer.cli.client import _base_url
-
-        return _base_url(self.config)
+        return daemon_url(self.config)
 
     def _door(self):
         url = self.daemon_url()
@@ -203,12 +217,15 @@ def run_mcp(config: Config, *, persona: str, session: str | None, scope: str) ->
         principal = McpPrincipal(persona=persona, session=session, max_scope=scope, name="stdio")
     except ValueError as exc:
         raise CliError(f"mcp: {exc}", EXIT_USAGE) from None
+    index = _IndexBackend(config)
+    daemon = daemon_url(config)
+    if daemon is None:
+        index.warm_in_background()  # overlaps the SDK's import and the client's handshake
     from indexer.service.mcp_server import build_server
 
-    door = StdioDoor(config)
+    door = StdioDoor(config, index)
     server = build_server(door, lambda: principal)
-    log.info("mcp.stdio_started", persona=principal.persona, max_scope=principal.max_scope.value,
-             daemon=door.daemon_url())
+    log.info("mcp.stdio_started", persona=principal.persona, max_scope=principal.max_scope.value, daemon=daemon)
     try:
         server.run("stdio")
     finally:
