@@ -86,10 +86,10 @@ class McpPrincipal:
             return self.max_scope
         scope = Scope(requested)
         if _WIDTH[scope] > _WIDTH[self.max_scope]:
-            raise ToolFailure(f"{SEARCH_TOOL}: scope {scope.value!r} is wider than this server allows: it answers for persona "
-                              f"{self.persona!r} with at most scope {self.max_scope.value!r} (narrower: "
-                              f"{', '.join(repr(s.value) for s in _WIDTH if _WIDTH[s] <= _WIDTH[self.max_scope])})",
-                              "scope_wider")
+            allowed = ", ".join(repr(s.value) for s in _WIDTH if _WIDTH[s] <= _WIDTH[self.max_scope])
+            raise ToolFailure(f"{SEARCH_TOOL}: scope {scope.value!r} is wider than this server allows: it answers "
+                              f"for persona {self.persona!r} with at most scope {self.max_scope.value!r} "
+                              f"(allowed: {allowed})", "scope_wider")
         return scope
 
     def describe(self) -> str:
