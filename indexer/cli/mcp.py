@@ -95,7 +95,9 @@ class _DaemonDoor:
 
         self.base_url = base_url
         self._httpx = httpx2
-        self._client = httpx2.AsyncClient(base_url=base_url, timeout=FORWARD_TIMEOUT_S)
+        # Plain HTTP on this machine: no TLS context to build, no proxy from the environment.
+        self._client = httpx2.AsyncClient(base_url=base_url, timeout=FORWARD_TIMEOUT_S, verify=False,
+                                          trust_env=False)
         self._state = state  # for the narrowed scopes' check, opened here on first use
 
     async def _call(self, tool: str, method: str, path: str, **kwargs: Any) -> dict:
@@ -167,7 +169,8 @@ class StdioDoor:
     def daemon_url(self) -> str | None:
         return daemon_url(self.config)
 
-    def _door(self):
+    def forwarder(self) -> _DaemonDoor | None:
+        """The running daemon's door (made once per daemon address), None when no daemon runs."""
         url = self.daemon_url()
         if url is None:
             return None
@@ -185,7 +188,7 @@ class StdioDoor:
             return self._state
 
     async def _route(self, op: str, *args):
-        daemon = self._door()
+        daemon = self.forwarder()
         if daemon is not None:
             try:
                 self.name = daemon.name
@@ -224,6 +227,8 @@ def run_mcp(config: Config, *, persona: str, session: str | None, scope: str) ->
     from indexer.service.mcp_server import build_server
 
     door = StdioDoor(config, index)
+    if daemon is not None:
+        door.forwarder()  # its HTTP client is ready before the first call
     server = build_server(door, lambda: principal)
     log.info("mcp.stdio_started", persona=principal.persona, max_scope=principal.max_scope.value, daemon=daemon)
     try:
