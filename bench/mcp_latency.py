@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                 for setting in (order if i % 2 == 0 else order[::-1]):
                     r = one_run(with_daemon if setting == "daemon" else without)
                     results[setting].append(r)
-                    log(f"{setting:9s} run {i + 1}: spawn→ready {r["init_s"]:.2f} s, first call "
+                    log(f"{setting:9s} run {i + 1}: spawn→ready {r['init_s']:.2f} s, first call "
                         f"{r['first_call_s'] * 1000:.0f} ms, spawn→first result {r['first_result_s']:.2f} s "
                         f"(door {','.join(r['doors'])})")
         finally:
