@@ -126,8 +126,10 @@ class _DaemonDoor:
 
         from indexer.service.mcp_tools import document_visible, not_found
 
-        if principal.narrowed and not await anyio.to_thread.run_sync(document_visible, self._state(), principal,
-                                                                     path):
+        def visible() -> bool:  # on a worker thread: opening and reading SQLite blocks
+            return document_visible(self._state(), principal, path)
+
+        if principal.narrowed and not await anyio.to_thread.run_sync(visible):
             raise not_found(principal, path)
         params: dict[str, Any] = {"persona": principal.persona, "path": path, "from": from_line}
         if lines is not None:
