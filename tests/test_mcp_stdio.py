@@ -19,25 +19,49 @@ pytestmark = pytest.mark.timeout(600)
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
+    from indexer.cli.visibility import apply_visibility
+    from indexer.runtime.config import load_config
+    from indexer.state.db import StateDB
+
     config = demo_config(tmp_path_factory.mktemp("mcp-stdio"))
     cli(config, "sync")
-    cli(config, "session", "visibility", DM, "private")
-    cli(config, "project", "add", "auth", "main", WORKER)
+    loaded = load_config(config, env={})
+    apply_visibility(loaded, DM, "private")  # what `ledger-indexer session visibility` does
+    state = StateDB(loaded.state_db_path)
+    state.project_add("auth", ["main", WORKER])
+    state.close()
     return config
 
 
-def test_tools_search_and_get_answer_with_the_api_objects(demo):
+@pytest.fixture(scope="module")
+def as_main(demo):
+    """One server for atlas's ``main`` session (the model loads once): every call the tests below read."""
     server = Stdio(demo, "atlas", session="main")
+    nova_doc = sorted(persona_paths(demo, "nova", "cooking"))[0]
+    dm_doc = first_path(demo, "atlas", DM)
 
     async def script(s):
-        tools = {t.name: t for t in (await s.list_tools()).tools}
-        search = await s.call_tool("memory_search", {"query": "JWT expiry for the mobile app", "max_results": 3})
-        found = assert_answer(search)
-        get = await s.call_tool("memory_get", {"path": found["results"][0]["path"], "from": 2, "lines": 2})
-        whole = await s.call_tool("memory_get", {"path": found["results"][0]["path"]})
-        return tools, found, assert_answer(get), assert_answer(whole)
+        r = {"tools": {t.name: t for t in (await s.list_tools()).tools}}
+        r["search"] = await s.call_tool("memory_search", {"query": "JWT expiry for the mobile app", "max_results": 3})
+        path = r["search"].structured_content["results"][0]["path"]
+        r["get_part"] = await s.call_tool("memory_get", {"path": path, "from": 2, "lines": 2})
+        r["get_whole"] = await s.call_tool("memory_get", {"path": path})
+        r["vinaigrette"] = await s.call_tool("memory_search", {"query": "vinaigrette oil vinegar ratio",
+                                                               "max_results": 20})
+        r["vinaigrette_kw"] = await s.call_tool("memory_search", {"query": "vinaigrette", "mode": "keyword"})
+        r["nova_doc"] = await s.call_tool("memory_get", {"path": nova_doc})
+        r["kafka"] = await s.call_tool("memory_search", {"query": "Kafka retention events topic", "max_results": 20})
+        r["dm_doc"] = await s.call_tool("memory_get", {"path": dm_doc})
+        return r
 
-    tools, found, part, whole = server.run(script)
+    answers = server.run(script)
+    answers["events"] = server.events()
+    return answers
+
+
+def test_tools_search_and_get_answer_with_the_api_objects(as_main):
+    tools = as_main["tools"]
+    found, part, whole = (assert_answer(as_main[k]) for k in ("search", "get_part", "get_whole"))
     assert set(tools) == {"memory_search", "memory_get"}
     search_schema = tools["memory_search"].input_schema
     assert search_schema["additionalProperties"] is False
@@ -57,9 +81,9 @@ def test_tools_search_and_get_answer_with_the_api_objects(demo):
     assert part["from"] == 2 and part["lines"] == 2 and part["text"].count("\n") == 1
     assert whole["total_lines"] == part["total_lines"] and part["text"] in whole["text"]
     assert "15-minute access tokens" in whole["text"]
-    calls = [e for e in server.events() if e["event"] == "mcp.call"]
-    assert [c["door"] for c in calls] == ["local"] * 3
-    assert all("JWT" not in str(e) for e in server.events()), "query text must never be logged"
+    calls = [e for e in as_main["events"] if e["event"] == "mcp.call"]
+    assert calls and {c["door"] for c in calls} == {"local"}
+    assert all("JWT" not in str(e) for e in as_main["events"]), "query text must never be logged"
 
 
 def test_widening_is_refused_persona_and_session_are_not_arguments(demo):
@@ -96,48 +120,23 @@ def test_widening_is_refused_persona_and_session_are_not_arguments(demo):
                                                                                      "invalid_argument", "not_found"}
 
 
-def test_a_persona_cannot_see_another_personas_memory(demo):
-    nova_doc = sorted(persona_paths(demo, "nova", "cooking"))[0]
-    server = Stdio(demo, "atlas", session="main")
-
-    async def script(s):
-        return (await s.call_tool("memory_search", {"query": "vinaigrette oil vinegar ratio", "max_results": 20}),
-                await s.call_tool("memory_search", {"query": "vinaigrette", "mode": "keyword"}),
-                await s.call_tool("memory_get", {"path": nova_doc}))
-
-    hybrid, keyword, get = server.run(script)
-    results = assert_answer(hybrid)["results"] + assert_answer(keyword)["results"]
+def test_a_persona_cannot_see_another_personas_memory(as_main):
+    results = assert_answer(as_main["vinaigrette"])["results"] + assert_answer(as_main["vinaigrette_kw"])["results"]
     assert all(x["persona"] == "atlas" for x in results)
     assert not any("vinaigrette" in x["snippet"].lower() for x in results)
-    assert_refused(get, "no document", "persona 'atlas'")
-
-    nova = Stdio(demo, "nova")
-
-    async def nova_script(s):
-        return await s.call_tool("memory_get", {"path": nova_doc})
-
-    assert "vinegar" in assert_answer(nova.run(nova_script))["text"]
+    assert_refused(as_main["nova_doc"], "no document", "persona 'atlas'")
 
 
-def test_a_private_session_is_invisible_to_another_session(demo):
+def test_a_private_session_is_invisible_to_another_session(demo, as_main):
+    assert DM not in {x["session"] for x in assert_answer(as_main["kafka"])["results"]}
+    assert_refused(as_main["dm_doc"], "no document")
     dm_doc = first_path(demo, "atlas", DM)
 
     async def script(s):
         return (await s.call_tool("memory_search", {"query": "Kafka retention events topic", "max_results": 20}),
                 await s.call_tool("memory_get", {"path": dm_doc}))
 
-    main = Stdio(demo, "atlas", session="main")
-    search, get = main.run(script)
-    assert DM not in {x["session"] for x in assert_answer(search)["results"]}
-    assert_refused(get, "no document")
-
-    anonymous = Stdio(demo, "atlas")  # no session at all: private sessions are nobody's
-    search, get = anonymous.run(script)
-    assert DM not in {x["session"] for x in assert_answer(search)["results"]}
-    assert_refused(get, "no document")
-
-    own = Stdio(demo, "atlas", session=DM)
-    search, get = own.run(script)
+    search, get = Stdio(demo, "atlas", session=DM).run(script)  # the private session itself
     assert DM in {x["session"] for x in assert_answer(search)["results"]}
     assert "Seven days" in assert_answer(get)["text"]
 
