@@ -54,10 +54,9 @@ class Daemon:
     def start(self) -> None:
         from indexer.embedding.factory import make_embedder
         from indexer.search.searcher import Searcher
+        from indexer.service.mcp_http import load_configured_tokens
         from indexer.service.metrics import Metrics
         from indexer.sync.context import open_indexer
-
-        from indexer.service.mcp_http import load_configured_tokens
 
         config = self.config
         # Before anything heavy: a bad token file stops start-up at once (TokenFileError).
