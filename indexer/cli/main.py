@@ -116,6 +116,15 @@ def _parser() -> argparse.ArgumentParser:
     csub = config_cmd.add_subparsers(dest="action", required=True)
     csub.add_parser("check", help="check the ledger, index folder, model, tokens and sinks (reads only)") \
         .add_argument("--json", action="store_true")
+    mcp = sub.add_parser("mcp", help="serve memory_search and memory_get over MCP (stdio) for one agent process",
+                         description="MCP over stdio. The persona, the session and the widest scope are fixed "
+                                     "here, never by a tool call. A running daemon answers the calls when there "
+                                     "is one; otherwise this process opens the index itself.")
+    mcp.add_argument("--persona", required=True, help="the agent's persona_id (the only persona it can search)")
+    mcp.add_argument("--session", help="the agent's session label: its private session becomes visible, and the "
+                                       "project and session scopes are relative to it")
+    mcp.add_argument("--scope", choices=["persona", "project", "session"], default="persona",
+                     help="the widest scope a tool call may search (a call may only narrow it; default persona)")
 
     demo = sub.add_parser("demo", help="write a demo ledger and a config for it")
     demo.add_argument("--dir", required=True, type=Path)
@@ -209,6 +218,10 @@ def cmd_config(args) -> int:
     from indexer.cli.config_check import run_config_check
 
     return run_config_check(_config(args), as_json=args.json)
+def cmd_mcp(args) -> int:
+    from indexer.cli.mcp import run_mcp
+
+    return run_mcp(_config(args), persona=args.persona, session=args.session, scope=args.scope)
 
 
 def cmd_run(args) -> int:
@@ -221,6 +234,7 @@ COMMANDS = {
     "demo": cmd_demo, "redact": cmd_redact, "sync": cmd_sync, "reindex": cmd_reindex, "status": cmd_status,
     "search": cmd_search, "get": cmd_get, "project": cmd_project, "session": cmd_session, "run": cmd_run,
     "config": cmd_config,
+    "mcp": cmd_mcp,
 }
 
 

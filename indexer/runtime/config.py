@@ -79,6 +79,12 @@ class ApiConfig(_Section):
     max_request_bytes: int = Field(64_000, ge=1_000)
 
 
+class McpConfig(_Section):
+    # JSON lines, one bearer token each: {"token", "persona", "session"?, "max_scope"?, "name"?}.
+    # Empty: MCP over HTTP (/mcp on the daemon) is off; `ledger-indexer mcp` (stdio) needs no token.
+    token_file: OptPath = None
+
+
 class SyncConfig(_Section):
     interval_seconds: float = Field(30.0, gt=0)
     debounce_ms: int = Field(200, ge=0)
@@ -94,6 +100,7 @@ class Config(_Section):
     redaction: RedactionConfig = RedactionConfig()
     api: ApiConfig = ApiConfig()
     sync: SyncConfig = SyncConfig()
+    mcp: McpConfig = McpConfig()
 
     @property
     def qmd_export_dir(self) -> Path:
@@ -165,6 +172,7 @@ def _resolve_paths(config: Config, base: Path) -> Config:
             "redaction": config.redaction.model_copy(
                 update={"known_secrets_file": fix(config.redaction.known_secrets_file)}),
             "api": config.api.model_copy(update={"admin_token_file": fix(config.api.admin_token_file)}),
+            "mcp": config.mcp.model_copy(update={"token_file": fix(config.mcp.token_file)}),
             "memory": {k: tuple(fix(p) for p in v) for k, v in config.memory.items()},
         }
     )

@@ -47,16 +47,20 @@ class Daemon:
         self._threads: list[threading.Thread] = []
         self.metrics = None
         self.port: int | None = None
+        self.mcp_tokens = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
         from indexer.embedding.factory import make_embedder
         from indexer.search.searcher import Searcher
+        from indexer.service.mcp_http import load_configured_tokens
         from indexer.service.metrics import Metrics
         from indexer.sync.context import open_indexer
 
         config = self.config
+        # Before anything heavy: a bad token file stops start-up at once (TokenFileError).
+        self.mcp_tokens = load_configured_tokens(config.mcp.token_file)
         config.index.dir.mkdir(parents=True, exist_ok=True)
         self.lock = acquire(config.index.dir, "run", extra={"host": config.api.host, "port": config.api.port})
         embedder = make_embedder(config) if "lancedb" in config.index.sinks else None
@@ -73,8 +77,9 @@ class Daemon:
                  sinks=list(config.index.sinks), api=f"http://{config.api.host}:{self.port}")
 
     def _start_http(self) -> None:
-        """The one HTTP server path (indexer.service.api.ApiServer), the same the tests start."""
+        """The one HTTP server path (indexer.service.api.ApiServer), the same the tests start; MCP at /mcp."""
         from indexer.service.api import ApiServer, create_app
+        from indexer.service.mcp_http import mount_mcp
 
         token = None
         if self.config.api.admin_token_file is not None:
@@ -84,7 +89,9 @@ class Daemon:
                 log.warning("api.admin_token_unreadable", file=str(self.config.api.admin_token_file), error=str(exc))
         app = create_app(self, admin_token=token, max_request_bytes=self.config.api.max_request_bytes,
                          metrics=self.metrics)
-        self.server = ApiServer(app, self.config.api.host, self.config.api.port, graceful_shutdown_s=3)
+        serves_mcp = mount_mcp(app, self, lambda: self.indexer.state, self.mcp_tokens, host=self.config.api.host)
+        self.server = ApiServer(app, self.config.api.host, self.config.api.port, graceful_shutdown_s=3,
+                                lifespan="on" if serves_mcp else "off")
         try:
             self.server.start(timeout=15)
         except OSError as exc:
@@ -351,7 +358,8 @@ def _pid() -> int:
 
 
 def run_daemon(config: Config, *, demo_hints: bool = False) -> int:
-    from indexer.core.errors import CliError
+    from indexer.core.errors import EXIT_USAGE, CliError
+    from indexer.service.mcp_http import TokenFileError
     from indexer.state.lock import LockHeldError
 
     daemon = Daemon(config, demo_hints=demo_hints)
@@ -366,6 +374,9 @@ def run_daemon(config: Config, *, demo_hints: bool = False) -> int:
         daemon.start()
     except LockHeldError as exc:
         raise CliError(str(exc)) from None
+    except TokenFileError as exc:
+        daemon.shutdown()
+        raise CliError(str(exc), EXIT_USAGE) from None
     except Exception as exc:
         daemon.shutdown()
         raise CliError(f"cannot start: {exc}") from None

@@ -27,17 +27,21 @@ class ApiServer:
     ``OSError`` at start-up (not a ``sys.exit`` inside uvicorn's thread). uvicorn
     runs with ``log_config=None`` (its records go through configure_logging's
     handler), ``access_log=False`` (its access lines would carry query strings;
-    RequestLogMiddleware logs route templates at debug instead), no lifespan,
-    and no signal handlers (it is not the main thread; the daemon owns SIGTERM).
+    RequestLogMiddleware logs route templates at debug instead), no lifespan
+    unless ``lifespan="on"`` (the MCP endpoint needs it: its session manager runs
+    in the app's lifespan, ``indexer.service.mcp_http``), and no signal handlers
+    (it is not the main thread; the daemon owns SIGTERM).
     """
 
     def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 8765, *,
-                 graceful_shutdown_s: int = 5) -> None:
+                 graceful_shutdown_s: int = 5, lifespan: str = "off") -> None:
         import uvicorn
 
+        if lifespan not in ("on", "off"):
+            raise ValueError("lifespan must be 'on' or 'off'")
         self.host = host
         self.requested_port = port
-        self._config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off",
+        self._config = uvicorn.Config(app, log_config=None, access_log=False, lifespan=lifespan,
                                       server_header=False, timeout_graceful_shutdown=graceful_shutdown_s,
                                       timeout_keep_alive=5)
         self._server = uvicorn.Server(self._config)
