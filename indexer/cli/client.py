@@ -9,20 +9,16 @@ import httpx
 
 from indexer.cli.common import EXIT_FAIL, EXIT_OK, CliError
 from indexer.cli.common import print_json as _print_json
+from indexer.cli.remote import DaemonApi
 from indexer.runtime.config import Config
-from indexer.state.lock import read_holder
 
 POLL_S = 0.5
 
 
 def _base_url(config: Config) -> str:
-    holder = read_holder(config.index.dir)
-    extra = holder.extra if holder else {}
-    host = extra.get("host") or config.api.host
-    port = extra.get("port") or config.api.port
-    if host in ("0.0.0.0", "::", ""):
-        host = "127.0.0.1"
-    return f"http://{host}:{port}"
+    """The running daemon's API (its address from the lock holder record), else the configured one."""
+    daemon = DaemonApi.running(config)
+    return daemon.base if daemon is not None else DaemonApi(config.api.host, config.api.port).base
 
 
 def _token(config: Config) -> str:

@@ -7,7 +7,7 @@ them), never from a tool call (:mod:`indexer.service.mcp_tools`).
 Who answers, decided per call:
 
 - a daemon running on this index (it holds the writer lock as ``run``): its
-  HTTP API, found as the CLI finds it (``read_holder``, ``client._base_url``).
+  HTTP API, found as the CLI finds it (``indexer.cli.remote.DaemonApi``).
   Nothing heavy is loaded here — no model, no LanceDB — so the agent's first
   call answers in milliseconds; if the daemon stops answering, the call falls
   back to the index;
@@ -27,7 +27,6 @@ import structlog
 from indexer.cli.common import EXIT_OK, EXIT_USAGE, CliError
 from indexer.runtime.config import Config
 from indexer.runtime.logs import should_log
-from indexer.state.lock import read_holder
 
 log = structlog.get_logger("indexer.mcp")
 
@@ -143,15 +142,12 @@ class _DaemonDoor:
 
 
 def daemon_url(config: Config) -> str | None:
-    """The running daemon's API, or None when no daemon holds this index."""
-    if not config.index.dir.exists():
-        return None
-    holder = read_holder(config.index.dir)
-    if holder is None or holder.role != "run":
-        return None
-    from indexer.cli.client import _base_url
+    """The running daemon's API, or None when no daemon holds this index (found as every CLI
+    command finds it: :class:`indexer.cli.remote.DaemonApi`)."""
+    from indexer.cli.remote import DaemonApi
 
-    return _base_url(config)
+    daemon = DaemonApi.running(config)
+    return daemon.base if daemon is not None else None
 
 
 class StdioDoor:
