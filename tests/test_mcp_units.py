@@ -156,3 +156,15 @@ def test_without_a_token_file_mcp_answers_404_to_everyone():
             assert answer.status_code == 404 and answer.json() == {"error": DISABLED}
         assert "no such endpoint" in client.get("/nope").json()["error"]
     assert "/mcp" not in app.openapi()["paths"]
+
+
+def test_mcp_checks_the_host_header_against_where_the_api_binds():
+    from indexer.service.mcp_http import _transport_security
+
+    loopback = _transport_security("127.0.0.1")
+    assert loopback.enable_dns_rebinding_protection
+    assert {"127.0.0.1:*", "localhost:*", "[::1]:*"} <= set(loopback.allowed_hosts)
+    lan = _transport_security("192.0.2.7")
+    assert "192.0.2.7:*" in lan.allowed_hosts and "http://192.0.2.7:*" in lan.allowed_origins
+    assert "[fd00::1]:*" in _transport_security("fd00::1").allowed_hosts
+    assert not _transport_security("0.0.0.0").enable_dns_rebinding_protection  # any name: the token guards it
