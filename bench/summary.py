@@ -107,9 +107,23 @@ def cli_latency_rows(d: dict) -> list[Row]:
              "≤ 1.0x qmd, ≤ 300 ms quiet", _yes(ratio["p50"] <= 1.0))]
 
 
+def mcp_latency_rows(d: dict) -> list[Row]:
+    rows: list[Row] = []
+    for setting, label in (("daemon", "daemon running"), ("no daemon", "no daemon")):
+        x = d["summary"].get(setting)
+        if x:
+            rows.append((f"MCP over stdio, first `memory_search` call ({label})",
+                         f"{1000 * x['first_call_s']['median']:.0f} ms (spawn to first result "
+                         f"{x['first_result_s']['median']:.1f} s)", "well under 1 s with a daemon" if
+                         setting == "daemon" else "report",
+                         _yes(x["first_call_s"]["median"] < 1.0) if setting == "daemon" else "–"))
+    return rows
+
+
 SOURCES: dict[str, Callable[[dict], list[Row]]] = {
     "redaction": redaction_rows, "locomo": locomo_rows, "latency": latency_rows, "daemon": daemon_rows,
     "kill_campaign": kill_campaign_rows, "cli_latency": cli_latency_rows,
+    "mcp_latency": mcp_latency_rows,
 }
 
 
