@@ -20,10 +20,13 @@ def order(scores):
     return sorted(scores, key=lambda k: -scores[k])
 
 
-def test_keyword_score_saturates_at_the_settings_constant():
-    assert keyword_score(0) == 0.0 and keyword_score(-3) == 0.0
-    assert keyword_score(SHIPPED.bm25_k) == pytest.approx(0.5)
-    assert keyword_score(2.0, RankingSettings(bm25_k=2.0)) == pytest.approx(0.5)
+def test_keyword_score_saturates_at_the_idf_of_a_unique_word():
+    import math
+
+    assert keyword_score(0, corpus_chunks=100) == 0.0 and keyword_score(-3, corpus_chunks=100) == 0.0
+    for n in (1, 10, 5882, 1_000_000):  # half way at ln(1 + N), whatever the corpus size
+        assert keyword_score(math.log1p(n), corpus_chunks=n) == pytest.approx(0.5)
+    assert keyword_score(2.0, RankingSettings(bm25_k=2.0), corpus_chunks=10**6) == pytest.approx(0.5)  # a fixed K
 
 
 def test_settings_are_immutable():
