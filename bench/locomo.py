@@ -571,7 +571,7 @@ def leave_one_out(points: Sequence[dict], conversation_of: Sequence[str]) -> dic
     return {"points": list(points), "folds": folds, "loco_r10": pooled / n if n else float("nan"),
             "in_sample": points[in_sample]["values"] if points else None,
             "in_sample_r10": points[in_sample]["r10"] if points else float("nan"),
-            "majority": json.loads(majority) if majority else None,
+            "majority": points[order.index(majority)]["values"] if majority else None,
             "majority_folds": counts.get(majority, 0) if majority else 0}
 
 

@@ -77,7 +77,7 @@ def test_the_anchors_of_the_map():
 
 
 def test_evidence_undoes_the_context_division_for_a_turn_alone_in_its_session():
-    for s in (SHIPPED, RankingSettings(session_weight=1.5, session_top=1, neighbour_weight=0.3)):
+    for s in (SHIPPED, RankingSettings(session_weight=1.5, session_top=3, neighbour_weight=0.3)):
         alone = Candidate("x", "s", 0, vector=0.7, keyword=0.6, timestamp_ms=None)
         fused = ranking.fuse_linear([alone], s)["x"]
         assert evidence(rank([alone], "hybrid", NO_DATES, s)["x"], "hybrid", s) == pytest.approx(fused)

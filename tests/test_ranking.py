@@ -51,12 +51,15 @@ def test_the_turn_after_a_matching_question_gains_from_its_neighbour():
     assert order(scores)[0] == "question"
 
 
-def test_the_session_that_talks_about_it_most_wins_a_tie():
+def test_the_session_that_talks_about_it_most_wins_a_tie_when_it_counts_more_than_its_best_turn():
     cs = [cand("a1", group="A", seq=1, keyword=0.5, vector=0.4), cand("a2", group="A", seq=5, keyword=0.4),
           cand("a3", group="A", seq=9, keyword=0.4),
           cand("b1", group="B", seq=1, keyword=0.5, vector=0.4)]
-    scores = rank(cs, "hybrid", NO_DATES)
+    scores = rank(cs, "hybrid", NO_DATES, RankingSettings(session_top=2))
     assert scores["a1"] > scores["b1"]
+    # shipped (SESSION_TOP 1, the leave-one-conversation-out choice): a session counts by its best turn
+    shipped = rank(cs, "hybrid", NO_DATES)
+    assert shipped["a1"] == pytest.approx(shipped["b1"])
 
 
 def test_chunks_of_one_turn_count_once_in_their_session():

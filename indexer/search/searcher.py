@@ -5,15 +5,20 @@ This module is the I/O edge: it resolves the scope, asks LanceDB for
 candidates (vector and BM25 lists, prefiltered by the scope; when the query
 names a date, also the best candidates inside that time window) and shapes the
 results. How candidates are scored — fusion, conversational context, dates — is
-:mod:`indexer.core.ranking` (pure); scores are in 0..1, higher is better, and mean
-the same across queries so that ``min_score`` is a real threshold.
+:mod:`indexer.core.ranking` (pure); the score a caller sees is that ranking score
+through the fixed monotone map of :mod:`indexer.core.calibration`: 0..1, higher
+is better, ≥ 0.9 for the query's own words and meaning and near 0 for unrelated
+text, the same for every query so that ``min_score`` is a real threshold.
 
 Keyword candidates get their exact vector score too (their vectors come with
 the BM25 hits), so a chunk is never scored 0 on one side merely for ranking
 just below a list's cut-off.
 
-Results are one per document (its best chunk), filtered by the scope twice:
-in the LanceDB prefilter and again per row in Python, before any ranking.
+Results are one per document (its best chunk) and one per turn shared by
+forked sessions (the best copy, with ``sessions`` listing every session in the
+caller's scope that holds it: :mod:`indexer.core.results`), filtered by the
+scope twice: in the LanceDB prefilter and again per row in Python, before any
+ranking — so nothing outside the scope is ever ranked, merged or listed.
 """
 
 from __future__ import annotations
