@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from indexer.core import calibration, ranking
+from indexer.core import ranking
 from indexer.core.calibration import calibrated, evidence
 from indexer.core.ranking import SHIPPED, Candidate, Fusion, RankingSettings, context_floor, keyword_score, rank
 from indexer.core.results import collapse
