@@ -30,7 +30,7 @@ def test_search_returns_the_decision_with_the_contract_shape(client):
     assert body["results"] and body["mode"] == "hybrid"
     top = body["results"][0]
     assert set(top) == {"path", "source", "persona", "session", "turn_id", "kind", "start_line", "end_line",
-                        "score", "snippet", "timestamp"}
+                        "score", "snippet", "timestamp", "sessions"}
     assert any("15" in h["snippet"] for h in body["results"][:3])
     assert all(h["persona"] == "atlas" and 0 <= h["score"] <= 1 for h in body["results"])
 

@@ -186,16 +186,62 @@ def test_real_locomo_mapping_is_recoverable():
     assert n_questions + dropped == 1540 and n_questions == 1535
 
 
-def test_cross_validation_measures_each_pick_on_the_other_fold():
-    def point(w, f0, f1):
-        return {"values": {"SESSION_WEIGHT": w}, "fold_r10": [f0, f1], "fold_n": [100, 300]}
+def test_leave_one_conversation_out_chooses_on_the_others_and_measures_on_the_held_out_one():
+    # 3 conversations (a: 2 questions, b: 1, c: 1); per-question R@10 of three grid points
+    conv = ["a", "a", "b", "c"]
+    points = [{"values": {"SESSION_WEIGHT": 0.6}, "per_q": [1.0, 1.0, 0.0, 0.0]},
+              {"values": {"SESSION_WEIGHT": 1.0}, "per_q": [0.5, 0.5, 1.0, 1.0]},
+              {"values": {"SESSION_WEIGHT": 1.5}, "per_q": [0.0, 0.0, 1.0, 0.5]}]
+    for p in points:
+        p["r10"] = 100 * sum(p["per_q"]) / 4
+    cv = L.leave_one_out(points, conv)
+    folds = {f["held_out"]: f for f in cv["folds"]}
+    # without a: b+c → 1.0 is best (100) → measured on a: 50
+    assert folds["a"]["values"] == {"SESSION_WEIGHT": 1.0} and folds["a"]["test_r10"] == 50.0
+    assert folds["a"]["train_r10"] == 100.0 and folds["a"]["n"] == 2
+    # without b: a+c → 0.6 gives (1+1+0)/3, 1.0 gives (0.5+0.5+1)/3: a tie, the first in grid order wins → 0 on b
+    assert folds["b"]["values"] == {"SESSION_WEIGHT": 0.6} and folds["b"]["test_r10"] == 0.0
+    # without c: a+b → 0.6: 2/3, 1.0: 2/3, 1.5: 1/3 → the first, 0.6 → 0 on c
+    assert folds["c"]["values"] == {"SESSION_WEIGHT": 0.6} and folds["c"]["test_r10"] == 0.0
+    # pooled by question: a's two questions at 50, b and c at 0
+    assert cv["loco_r10"] == pytest.approx((50.0 * 2 + 0.0 + 0.0) / 4)
+    # in-sample: the best point on everything (1.0: 75) is above what cross-validation measures
+    assert cv["in_sample"] == {"SESSION_WEIGHT": 1.0} and cv["in_sample_r10"] == 75.0
+    assert cv["majority"] == {"SESSION_WEIGHT": 0.6} and cv["majority_folds"] == 2
 
-    points = [point(0.4, 70.0, 60.0), point(0.6, 66.0, 64.0), point(0.8, 50.0, 65.0)]
-    cv = L.cross_validate(points)
-    # fold 0 picks 0.4 (70 there) → 60 on fold 1; fold 1 picks 0.8 (65 there) → 50 on fold 0
-    assert [p["values"]["SESSION_WEIGHT"] for p in cv["picks"]] == [0.4, 0.8]
-    assert [p["test_r10"] for p in cv["picks"]] == [60.0, 50.0]
-    assert cv["cv_r10"] == pytest.approx((60.0 * 300 + 50.0 * 100) / 400)
+
+def test_leave_one_out_never_sees_the_held_out_conversation():
+    # a point that is perfect only on the held-out conversation is never chosen for it
+    conv = ["a", "b", "c"]
+    points = [{"values": {"X": 1}, "per_q": [0.5, 0.5, 0.5]}, {"values": {"X": 2}, "per_q": [1.0, 0.0, 0.0]},
+              {"values": {"X": 3}, "per_q": [0.0, 1.0, 0.0]}, {"values": {"X": 4}, "per_q": [0.0, 0.0, 1.0]}]
+    for p in points:
+        p["r10"] = 100 * sum(p["per_q"]) / 3
+    cv = L.leave_one_out(points, conv)
+    for f in cv["folds"]:
+        chosen = f["values"]["X"]
+        assert chosen != {"a": 2, "b": 3, "c": 4}[f["held_out"]]
+    assert cv["loco_r10"] <= max(p["r10"] for p in points)
+
+
+def test_ranking_replayed_from_retrieved_candidates():
+    from indexer.core.ranking import SHIPPED, Candidate
+    from indexer.core.time_hints import TimeHints
+    from indexer.search.searcher import Retrieved
+
+    found = Retrieved(hints=TimeHints(), terms=[])
+    for i, (session, turn, kw) in enumerate([("locomo-conv-1-s1", "conv-1-D1-1", 0.9),
+                                             ("locomo-conv-1-s1", "conv-1-D1-2", 0.2),
+                                             ("locomo-conv-2-s1", "conv-2-D1-1", 0.99)]):
+        key = f"sessions/{session}/turns/{turn}.md#0"
+        found.cands.append(Candidate(key, session, i, vector=kw, keyword=kw, timestamp_ms=None))
+        found.rows[key] = {"path": key[:-2], "session": session, "turn_id": turn, "kind": "turn",
+                           "source": "sessions", "chunk_index": 0, "text": turn}
+    ranked = L.rank_found(found, SHIPPED)
+    assert [r.turn_id for r in ranked] == ["conv-2-D1-1", "conv-1-D1-1", "conv-1-D1-2"]
+    assert all(0.0 <= r.score <= 1.0 for r in ranked) and ranked[0].score > ranked[-1].score
+    q = L.Question("conv-1", 0, "q", 4, ("D1:2",))
+    assert L.dias_in(ranked, q) == ["D1:1", "D1:2"]  # the other conversation's turn is not counted
 
 
 def test_verdict_names_the_target():
@@ -203,8 +249,11 @@ def test_verdict_names_the_target():
             (("hybrid", 68.0), ("keyword", 60.8))}
     assert "**not met**" in L.verdict(aggs, None)
     aggs["hybrid"]["overall"][10] = 70.2
-    text = L.verdict(aggs, {"cv_r10": 69.5}, L.standard_error([0.0, 1.0] * 50))
-    assert "met" in text and "not met" not in text and "69.5" in text and "± 5.0 standard error" in text
+    text = L.verdict(aggs, {"loco_r10": 70.5}, L.standard_error([0.0, 1.0] * 50))
+    assert "met" in text and "not met" not in text and "70.5 leave-one-conversation-out" in text
+    assert "in-sample" in text and "70.2" in text and "± 5.0 standard error" in text
+    # the target is judged on the cross-validated figure, not on the in-sample one
+    assert "**not met**" in L.verdict(aggs, {"loco_r10": 69.5})
 
 
 def test_conversation_membership_of_labels():
@@ -225,13 +274,13 @@ def test_summary_reads_the_result_files_and_flags_misses(tmp_path, monkeypatch):
     (tmp_path / "locomo.json").write_text(json.dumps({
         "aggs": {"hybrid": {"overall": {"5": 50.0, "10": 69.9, "25": 77.0}},
                  "keyword": {"overall": {"5": 50.0, "10": 60.0, "25": 70.0}}},
-        "n_questions": 1535, "limited": "", "grid": {"cv_r10": 69.0}}))
+        "n_questions": 1535, "limited": "", "grid": {"loco_r10": 69.0}}))
     (tmp_path / "latency.json").write_text(json.dumps({"sync": {"old": "shape"}}))
     text = S.summary()
     assert "165/168 = 98.2 % | ≥ 99 % | **no** |" in text and "| 0/117 | 0 | yes |" in text
     assert "| 14 MB/s | ≥ 10 MB/s | yes |" in text
     assert "0 lost, 0 duplicated, 0 stale of 1700 documents | ≥ 20 kills, 0 lost, 0 duplicated | yes |" in text
-    assert "69.9" in text and "cross-validated 69.0" in text and "| ≥ 70 | **no** |" in text
+    assert "69.0 leave-one-conversation-out; in-sample 69.9" in text and "| ≥ 70 | **no** |" in text
     assert "latency | result file not understood" in text and "| daemon | not run |" in text
 
 

@@ -76,7 +76,7 @@ def test_tools_search_and_get_answer_with_the_api_objects(as_main):
     assert found["mode"] == "hybrid" and found["results"] and len(found["results"]) <= 3
     top = found["results"][0]
     assert set(top) == {"path", "source", "persona", "session", "turn_id", "kind", "start_line", "end_line", "score",
-                        "snippet", "timestamp"}
+                        "snippet", "timestamp", "sessions"}
     assert top["persona"] == "atlas" and "15-minute" in top["snippet"]
     assert part["from"] == 2 and part["lines"] == 2 and part["text"].count("\n") == 1
     assert whole["total_lines"] == part["total_lines"] and part["text"] in whole["text"]

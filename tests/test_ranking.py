@@ -20,10 +20,13 @@ def order(scores):
     return sorted(scores, key=lambda k: -scores[k])
 
 
-def test_keyword_score_saturates_at_the_settings_constant():
-    assert keyword_score(0) == 0.0 and keyword_score(-3) == 0.0
-    assert keyword_score(SHIPPED.bm25_k) == pytest.approx(0.5)
-    assert keyword_score(2.0, RankingSettings(bm25_k=2.0)) == pytest.approx(0.5)
+def test_keyword_score_saturates_at_the_idf_of_a_unique_word():
+    import math
+
+    assert keyword_score(0, corpus_chunks=100) == 0.0 and keyword_score(-3, corpus_chunks=100) == 0.0
+    for n in (1, 10, 5882, 1_000_000):  # half way at ln(1 + N), whatever the corpus size
+        assert keyword_score(math.log1p(n), corpus_chunks=n) == pytest.approx(0.5)
+    assert keyword_score(2.0, RankingSettings(bm25_k=2.0), corpus_chunks=10**6) == pytest.approx(0.5)  # a fixed K
 
 
 def test_settings_are_immutable():
@@ -48,12 +51,15 @@ def test_the_turn_after_a_matching_question_gains_from_its_neighbour():
     assert order(scores)[0] == "question"
 
 
-def test_the_session_that_talks_about_it_most_wins_a_tie():
+def test_the_session_that_talks_about_it_most_wins_a_tie_when_it_counts_more_than_its_best_turn():
     cs = [cand("a1", group="A", seq=1, keyword=0.5, vector=0.4), cand("a2", group="A", seq=5, keyword=0.4),
           cand("a3", group="A", seq=9, keyword=0.4),
           cand("b1", group="B", seq=1, keyword=0.5, vector=0.4)]
-    scores = rank(cs, "hybrid", NO_DATES)
+    scores = rank(cs, "hybrid", NO_DATES, RankingSettings(session_top=2))
     assert scores["a1"] > scores["b1"]
+    # shipped (SESSION_TOP 1, the leave-one-conversation-out choice): a session counts by its best turn
+    shipped = rank(cs, "hybrid", NO_DATES)
+    assert shipped["a1"] == pytest.approx(shipped["b1"])
 
 
 def test_chunks_of_one_turn_count_once_in_their_session():

@@ -47,8 +47,8 @@ def test_result_shape_matches_the_contract(demo):
     assert set(data) == {"results", "mode", "model", "took_ms", "warnings"} and data["warnings"] == []
     r = data["results"][0]
     assert set(r) == {"path", "source", "persona", "session", "turn_id", "kind", "start_line", "end_line", "score",
-                      "snippet", "timestamp"}
-    assert r["session"] == "main" and r["kind"] == "turn" and r["path"].startswith("sessions/main/turns/")
+                      "snippet", "timestamp", "sessions"}
+    assert r["session"] == "main" and r["sessions"][0] == "main" and r["kind"] == "turn" and r["path"].startswith("sessions/main/turns/")
     assert "PgBouncer" in r["snippet"] and r["timestamp"].endswith("Z")
 
 

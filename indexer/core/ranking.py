@@ -2,27 +2,39 @@
 scores into one score in 0..1 per chunk.
 
 1. **Fusion** — vector: cosine similarity clipped to 0..1; keyword: BM25 mapped
-   through ``s / (s + bm25_k)``; hybrid: ``vector_weight·vector +
-   (1 − vector_weight)·keyword``. Absolute functions of the query and the chunk,
-   so ``min_score`` means the same for every query (min-max normalisation or
-   RRF would make it relative to each result list).
+   through ``s / (s + K)`` where ``K`` is the BM25 weight (IDF) of a word found
+   in one document of the corpus, ``ln(1 + N)`` for ``N`` indexed chunks
+   (``bm25_k`` set to a number fixes ``K`` instead): BM25 grows with the IDF of
+   the matched words and IDF with ``ln N``, so one rare word in common scores
+   about 0.5 and every word of a several-word query about 0.8–0.9 in a corpus of
+   ten chunks as in one of a million; hybrid: ``vector_weight·vector +
+   (1 − vector_weight)·keyword``. Absolute functions of the query, the chunk and
+   the corpus size, so ``min_score`` means the same for every query (min-max
+   normalisation or RRF would make it relative to each result list).
 2. **Conversational context** (hybrid) — a turn is read in its conversation:
-   ``(f + neighbour_weight·max(f of the previous and next turn) +
-   session_weight·mean(f of the session's best session_top turns)) /
-   (1 + neighbour_weight + session_weight)``. An answer often sits one turn
-   after the words of the question, and the session that talks about the
-   subject most is the likelier one. For memory files, the "session" is the file
-   and the neighbours are the adjacent chunks. Candidates missing from the lists
-   count as 0, which the division keeps within 0..1.
+   ``(f + gate·(neighbour_weight·max(f of the previous and next turn) +
+   session_weight·mean(f of the session's best session_top turns))) /
+   (1 + neighbour_weight + session_weight)`` with ``gate = min(1,
+   f / context_gate)``. An answer often sits one turn after the words of the
+   question, and the session that talks about the subject most is the likelier
+   one; the gate gives that support in full to a turn with something of its own
+   in common with the query (``f ≥ context_gate``: a word, or a related
+   meaning) and in proportion below, so a turn that shares nothing with the
+   query is not lifted by its session. For memory files, the "session" is the
+   file and the neighbours are the adjacent chunks. Candidates missing from the
+   lists count as 0, which the division keeps within 0..1.
 3. **Dates in the query** (every mode) — when the query names a time
    (:mod:`indexer.core.time_hints`), ``(1 − time_weight)·score + time_weight·match``
    where ``match`` is 1 inside the window and falls to 0 over
    ``time_hints.MARGIN_DAYS`` outside it. Queries without dates, and queries whose
    dates match no candidate, are unaffected.
 
-Weights: the best LoCoMo recall@10 of a grid; two-fold cross-validation over
-its conversations estimates what they give on conversations they were not
-chosen on (bench/RESULTS.md). They live in one immutable
+The score shown to callers is this ranking score through a fixed monotone map
+(:mod:`indexer.core.calibration`), which leaves the order alone.
+
+Weights: a grid on LoCoMo with leave-one-conversation-out cross-validation
+(bench/RESULTS.md: each conversation's recall measured with the weights chosen
+on the nine others); shipped is the point most of those ten choices agree on. They live in one immutable
 :class:`RankingSettings`; :data:`SHIPPED` is the default every searcher uses,
 and the benchmark passes its own settings object for each grid point.
 """
@@ -30,6 +42,7 @@ and the benchmark passes its own settings object for each grid point.
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -46,11 +59,13 @@ class RankingSettings:
     """Every ranking knob (see the module docstring for what each does)."""
 
     vector_weight: float = 0.3
-    bm25_k: float = 8.0
+    #: None: ``ln(1 + N)``, the IDF of a word found in one of the corpus's N chunks.
+    bm25_k: float | None = None
     rrf_k: int = 60
     neighbour_weight: float = 0.1
     session_weight: float = 1.0
-    session_top: int = 2
+    session_top: int = 1
+    context_gate: float = 0.3
     time_weight: float = 0.2
     fusion: Fusion = Fusion.LINEAR
 
@@ -77,9 +92,17 @@ def vector_score(distance: float) -> float:
     return max(0.0, min(1.0, 1.0 - float(distance)))
 
 
-def keyword_score(bm25: float, settings: RankingSettings = SHIPPED) -> float:
+def bm25_scale(corpus_chunks: int | None, settings: RankingSettings = SHIPPED) -> float:
+    """``K`` of :func:`keyword_score`: ``settings.bm25_k``, or ``ln(1 + N)`` (N: the chunks
+    the full-text index holds; its IDF is computed over all of them, whatever the scope)."""
+    if settings.bm25_k is not None:
+        return float(settings.bm25_k)
+    return math.log1p(max(1, int(corpus_chunks or 1)))
+
+
+def keyword_score(bm25: float, settings: RankingSettings = SHIPPED, corpus_chunks: int | None = None) -> float:
     bm25 = max(0.0, float(bm25))
-    return bm25 / (bm25 + settings.bm25_k)
+    return bm25 / (bm25 + bm25_scale(corpus_chunks, settings))
 
 
 def fuse_linear(cands: Sequence[Candidate], settings: RankingSettings = SHIPPED) -> dict[str, float]:
@@ -121,8 +144,19 @@ def with_context(base: dict[str, float], cands: Sequence[Candidate],
         nb = 0.0
         if c.seq is not None:
             nb = max(unit.get((c.group, c.seq - 1), 0.0), unit.get((c.group, c.seq + 1), 0.0))
-        out[c.key] = (base[c.key] + nw * nb + sw * session[c.group]) / norm
+        own = base[c.key]
+        gate = 1.0 if own >= settings.context_gate else own / settings.context_gate
+        out[c.key] = (own + gate * (nw * nb + sw * session[c.group])) / norm
     return out
+
+
+def context_floor(settings: RankingSettings = SHIPPED) -> float:
+    """The factor step 2 gives a turn that is alone in its session's candidates (no
+    neighbour, no second matching turn): ``(1 + session_weight/session_top) /
+    (1 + neighbour_weight + session_weight)``. Dividing by it reads a hybrid score as
+    the fused score such a turn would need, which is what calibration maps."""
+    top_n = max(1, settings.session_top)
+    return (1.0 + settings.session_weight / top_n) / (1.0 + settings.neighbour_weight + settings.session_weight)
 
 
 def with_time(scores: dict[str, float], cands: Iterable[Candidate], hints: TimeHints,
@@ -153,4 +187,4 @@ def rank(cands: Sequence[Candidate], mode: str, hints: TimeHints,
 
 
 __all__ = ["Candidate", "Fusion", "RankingSettings", "SHIPPED", "rank", "with_context", "with_time", "fuse_linear",
-           "fuse_rrf", "vector_score", "keyword_score"]
+           "fuse_rrf", "vector_score", "keyword_score", "bm25_scale", "context_floor"]

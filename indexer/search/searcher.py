@@ -5,31 +5,38 @@ This module is the I/O edge: it resolves the scope, asks LanceDB for
 candidates (vector and BM25 lists, prefiltered by the scope; when the query
 names a date, also the best candidates inside that time window) and shapes the
 results. How candidates are scored — fusion, conversational context, dates — is
-:mod:`indexer.core.ranking` (pure); scores are in 0..1, higher is better, and mean
-the same across queries so that ``min_score`` is a real threshold.
+:mod:`indexer.core.ranking` (pure); the score a caller sees is that ranking score
+through the fixed monotone map of :mod:`indexer.core.calibration`: 0..1, higher
+is better, ≥ 0.9 for the query's own words and meaning and near 0 for unrelated
+text, the same for every query so that ``min_score`` is a real threshold.
 
 Keyword candidates get their exact vector score too (their vectors come with
 the BM25 hits), so a chunk is never scored 0 on one side merely for ranking
 just below a list's cut-off.
 
-Results are one per document (its best chunk), filtered by the scope twice:
-in the LanceDB prefilter and again per row in Python, before any ranking.
+Results are one per document (its best chunk) and one per turn shared by
+forked sessions (the best copy, with ``sessions`` listing every session in the
+caller's scope that holds it: :mod:`indexer.core.results`), filtered by the
+scope twice: in the LanceDB prefilter and again per row in Python, before any
+ranking — so nothing outside the scope is ever ranked, merged or listed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import re
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 import numpy as np
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from indexer.core import ranking, time_hints
+from indexer.core import calibration, ranking, time_hints
 from indexer.core.ranking import SHIPPED, Candidate, RankingSettings, keyword_score, vector_score
+from indexer.core.results import collapse
 from indexer.core.scopes import Scope, ScopeError, ScopeFilter, resolve
 from indexer.runtime.config import Config
 from indexer.runtime.logs import RateLimitedLogger
@@ -102,6 +109,9 @@ class SearchResult:
     score: float
     snippet: str
     timestamp: str | None
+    #: Every session in the caller's scope holding this turn (forks share turns), this
+    #: result's own session first; empty for memory files.
+    sessions: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +134,18 @@ class SearchResponse:
     def as_dict(self) -> dict:
         return {"results": [asdict(r) for r in self.results], "mode": self.mode, "model": self.model,
                 "took_ms": round(self.took_ms, 2), "warnings": [asdict(w) for w in self.warnings]}
+
+
+@dataclass(slots=True)
+class Retrieved:
+    """What one query found before ranking: the scope-checked candidates and their rows
+    (by row id), the dates the query names and its words (for snippets)."""
+
+    hints: time_hints.TimeHints
+    terms: list[str]
+    cands: list[Candidate] = field(default_factory=list)
+    rows: dict[str, dict] = field(default_factory=dict)
+    warnings: list[SearchWarning] = field(default_factory=list)
 
 
 # -- snippets (pure) ------------------------------------------------------------------------------
@@ -190,6 +212,7 @@ class Searcher:
         # Full-text failures: counted (the daemon exports it as a metric) and
         # logged at a limited rate, never swallowed.
         self.fts_failures = 0
+        self._chunk_counts: dict[tuple, int] = {}
         self._fts_errors = RateLimitedLogger(log, every_s=60, level="warning")
 
     @classmethod
@@ -231,28 +254,61 @@ class Searcher:
         if request.mode is not Mode.KEYWORD:
             self.embedder  # load outside the timer (first query only)
         started = time.perf_counter()
+        found = self.retrieve(request)
+        results = self.assemble(found, request)
+        took = (time.perf_counter() - started) * 1000
+        return SearchResponse(results=results, mode=request.mode.value, model=self.model_name, took_ms=took,
+                              warnings=tuple(found.warnings))
+
+    def retrieve(self, request: SearchRequest) -> Retrieved:
+        """The candidates of a query within the caller's scope, before any ranking
+        (the benchmark ranks one retrieval many times)."""
         scope = self.scope_filter(request)
         table = self.retriever.active_table(request.persona)
         if table is None and request.persona not in self.state.personas_indexed():
             raise SearchError(f"unknown persona {request.persona!r}: no index holds it (persona ids are the "
                               "ledger's persona_id, case-sensitive; `ledger-indexer status` lists them)",
                               code=1, http_status=404)
-        results: list[SearchResult] = []
-        warnings: list[SearchWarning] = []
+        found = Retrieved(hints=time_hints.parse(request.query), terms=query_terms(request.query))
         if table is not None and not scope.allows_nothing():
-            results = self._query(table, request, scope, warnings)
-        took = (time.perf_counter() - started) * 1000
-        return SearchResponse(results=results, mode=request.mode.value, model=self.model_name, took_ms=took,
-                              warnings=tuple(warnings))
+            self._query(table, request, scope, found)
+        return found
 
-    def _query(self, table, request: SearchRequest, scope: ScopeFilter,
-               warnings: list[SearchWarning]) -> list[SearchResult]:
+    def assemble(self, found: Retrieved, request: SearchRequest,
+                 settings: RankingSettings | None = None) -> list[SearchResult]:
+        """Rank the candidates, calibrate the scores (:mod:`indexer.core.calibration`),
+        collapse them to one result per document and per forked turn
+        (:mod:`indexer.core.results`), then apply ``min_score`` and ``max_results``."""
+        settings = settings or self.ranking
+        mode = request.mode.value
+        scores = ranking.rank(found.cands, mode, found.hints, settings)
+        hits = []
+        for hit in collapse(scores, found.rows):  # ordered by the ranking score; calibration keeps that order
+            score = calibration.calibrated(hit.score, mode, settings)
+            if score < request.min_score:
+                break
+            hits.append(dataclasses.replace(hit, score=score))
+            if len(hits) == request.max_results:
+                break
+        out = []
+        for hit in hits:
+            row = found.rows[hit.key]
+            snippet, _, _ = snippet_for(row["text"], int(row["start_line"]), found.terms)
+            out.append(SearchResult(
+                path=row["path"], source=row["source"], persona=row["persona"], session=row.get("session"),
+                turn_id=row.get("turn_id"), kind=row["kind"], start_line=int(row["start_line"]),
+                end_line=int(row["end_line"]), score=round(float(hit.score), 4), snippet=snippet,
+                timestamp=_iso(row.get("timestamp_ms")), sessions=list(hit.sessions),
+            ))
+        return out
+
+    def _query(self, table, request: SearchRequest, scope: ScopeFilter, found: Retrieved) -> None:
         from exporters.lancedb.retriever import FtsUnavailable
 
         lance = self.retriever
         where = lance.where(scope)
         depth = max(CANDIDATES, request.max_results * 8)
-        hints = time_hints.parse(request.query)
+        hints = found.hints
         time_where = None
         if hints:
             time_where = lance.within(where, hints.ranges())
@@ -270,52 +326,42 @@ class Searcher:
                     vec[row["id"]] = vector_score(row["_distance"])
                     rows.setdefault(row["id"], row)
         if request.mode in (Mode.HYBRID, Mode.KEYWORD):
+            chunks = self._chunks(table)
             for w, limit in ((where, depth), (time_where, TIME_CANDIDATES)):
                 if w is None:
                     continue
                 try:
                     hits, vectors = lance.matching(table, request.query, w, limit, columns, with_vectors=qv is not None)
                 except FtsUnavailable as exc:
-                    self._fts_failed(request, exc, warnings)
+                    self._fts_failed(request, exc, found.warnings)
                     break
                 if vectors is not None:  # exact vector scores, not 0 for ranking below the vector list's cut-off
                     sims = vectors @ (qv / (np.linalg.norm(qv) or 1.0))
                 for i, row in enumerate(hits):
-                    kw[row["id"]] = keyword_score(row["_score"], self.ranking)
+                    kw[row["id"]] = keyword_score(row["_score"], self.ranking, chunks)
                     if vectors is not None and row["id"] not in vec:
                         vec[row["id"]] = max(0.0, min(1.0, float(sims[i])))
                     rows.setdefault(row["id"], row)
-        cands = []
         for key, row in rows.items():
             if not scope.allows(row):  # defence in depth: never trust the prefilter alone
                 log.error("search.scope_leak_blocked", persona=request.persona, path=row.get("path"))
                 continue
             memory = row.get("session") is None
             seq = row.get("chunk_index") if memory else row.get("turn_seq")
-            cands.append(Candidate(key=key, group=row["path"] if memory else row["session"],
-                                   seq=None if seq is None else int(seq), vector=vec.get(key), keyword=kw.get(key),
-                                   timestamp_ms=row.get("timestamp_ms")))
-        scores = ranking.rank(cands, request.mode.value, hints, self.ranking)
-        terms = query_terms(request.query)
-        best: dict[str, tuple[float, dict]] = {}
-        for key, score in scores.items():
-            row = rows[key]
-            if score < request.min_score:
-                continue
-            current = best.get(row["path"])
-            if current is None or score > current[0]:
-                best[row["path"]] = (score, row)
-        ranked = sorted(best.values(), key=lambda item: (-item[0], item[1]["path"]))[: request.max_results]
-        out = []
-        for score, row in ranked:
-            snippet, _, _ = snippet_for(row["text"], int(row["start_line"]), terms)
-            out.append(SearchResult(
-                path=row["path"], source=row["source"], persona=row["persona"], session=row.get("session"),
-                turn_id=row.get("turn_id"), kind=row["kind"], start_line=int(row["start_line"]),
-                end_line=int(row["end_line"]), score=round(float(score), 4), snippet=snippet,
-                timestamp=_iso(row.get("timestamp_ms")),
-            ))
-        return out
+            found.rows[key] = row
+            found.cands.append(Candidate(key=key, group=row["path"] if memory else row["session"],
+                                         seq=None if seq is None else int(seq), vector=vec.get(key),
+                                         keyword=kw.get(key), timestamp_ms=row.get("timestamp_ms")))
+
+    def _chunks(self, table) -> int:
+        """Rows of the table, for the keyword score's scale (BM25's IDF counts every row);
+        cached per table version."""
+        key = (table.name, table.version)
+        n = self._chunk_counts.get(key)
+        if n is None:
+            n = int(table.count_rows())
+            self._chunk_counts = {key: n} if len(self._chunk_counts) > 64 else {**self._chunk_counts, key: n}
+        return n
 
     def _fts_failed(self, request: SearchRequest, exc: Exception, warnings: list[SearchWarning]) -> None:
         """A full-text failure is never silent: keyword mode fails with a clear
@@ -330,4 +376,4 @@ class Searcher:
                                       "vector stage only (run `ledger-indexer reindex` if it persists)"))
 
 
-__all__ = ["SearchRequest", "SearchResponse", "SearchResult", "Searcher", "SearchError", "Mode"]
+__all__ = ["SearchRequest", "SearchResponse", "SearchResult", "Searcher", "SearchError", "Mode", "Retrieved"]

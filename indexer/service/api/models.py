@@ -108,9 +108,14 @@ class SearchResultModel(BaseModel):
     kind: Literal["turn", "compaction", "memory"]
     start_line: int
     end_line: int
-    score: float = Field(ge=0.0, le=1.0, allow_inf_nan=False, description="0..1, higher is better.")
+    score: float = Field(ge=0.0, le=1.0, allow_inf_nan=False, description=(
+        "0..1, higher is better, the same scale for every query: ≥ 0.9 the query's own words and meaning, "
+        "0.5–0.9 clearly on the subject, 0.2–0.5 a word or two or a related subject in common, < 0.1 unrelated."))
     snippet: str
     timestamp: str | None = Field(description="ISO-8601, when known.")
+    sessions: list[str] = Field(default_factory=list, description=(
+        "Every session in the caller's scope that holds this turn (forked sessions share turns; the turn is "
+        "returned once), this result's own session first; empty for the memory source."))
 
 
 class SearchWarningModel(BaseModel):
