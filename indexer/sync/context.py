@@ -84,8 +84,11 @@ class Indexer:
         self.redact = redact
         self.redaction_version = redaction_version or "custom"
         from indexer.sync.memory_source import MemorySource
+        from indexer.sync.quiet import QuietChecks
 
         self.memory = MemorySource(self)
+        # which per-pass ledger checks ran at which state of the ledger files (skipped while unchanged)
+        self.quiet = QuietChecks()
 
     @property
     def build_identity(self) -> BuildIdentity:
