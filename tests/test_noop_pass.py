@@ -248,3 +248,50 @@ def test_memory_files_are_read_again_only_when_their_stat_changes(writer, config
         assert ix.state.paths("atlas", source="memory") == set()
     finally:
         ix.close()
+
+
+def test_the_ledger_connection_is_kept_only_while_the_files_are_unchanged(writer, make_indexer, settle_now,
+                                                                          monkeypatch, ledger_path):
+    opened = []
+    real_open = LedgerReader.open.__func__
+
+    def counted_open(cls, path, **kw):
+        reader = real_open(cls, path, **kw)
+        opened.append(reader)
+        return reader
+
+    monkeypatch.setattr(LedgerReader, "open", classmethod(counted_open))
+    writer.turn("s", user="q", assistant="a")
+    ix = make_indexer()
+    sync_once(ix)
+    sync_once(ix)
+    n = len(opened)
+    for _ in range(3):
+        sync_once(ix)
+    assert len(opened) == n  # the idle passes reuse the connection
+    writer.turn("s", user="q2", assistant="a2")
+    assert sync_once(ix).documents_written == 1
+    assert len(opened) == n + 1  # a written ledger: a fresh connection
+    assert ix.sinks[0].paths("atlas") == expected_paths(ledger_path, "atlas")
+    # A ledger replaced by another file (a new inode) is opened afresh and noticed as a new source.
+    replacement = ledger_path.with_name("other.db")
+    from ledger.writer import LedgerWriter
+
+    with LedgerWriter(replacement, start_ms=1_800_000_000_000, seed=9) as other:
+        other.turn("elsewhere", user="new ledger", assistant="new answer")
+    old = time.time() - 3600
+    for suffix in ("", "-wal"):
+        if os.path.exists(f"{replacement}{suffix}"):
+            os.utime(f"{replacement}{suffix}", (old, old))
+    writer.close()
+    for suffix in ("-wal", "-shm"):
+        if os.path.exists(f"{ledger_path}{suffix}"):
+            os.remove(f"{ledger_path}{suffix}")
+    os.replace(replacement, ledger_path)
+    for suffix in ("-wal", "-shm"):
+        if os.path.exists(f"{replacement}{suffix}"):
+            os.replace(f"{replacement}{suffix}", f"{ledger_path}{suffix}")
+    sync_once(ix)
+    assert len(opened) == n + 2
+    assert ix.sinks[0].paths("atlas") == expected_paths(ledger_path, "atlas")
+    assert any("elsewhere" in p for p in ix.sinks[0].paths("atlas"))

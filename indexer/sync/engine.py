@@ -400,7 +400,8 @@ def sync_once(
     started = time.monotonic()
     summary = SyncSummary()
     stamp = ledger_stamp(ix.config.ledger.path)  # before any read: a write after it changes the next one
-    reader = ix.reader()
+    reader = ix.pass_reader(stamp)
+    ok = False
     try:
         targets = list(personas) if personas else select_personas(ix, reader)
         identity = reader.identity()
@@ -460,8 +461,9 @@ def sync_once(
             with UNSCOPED_WRITES:  # one `qmd update` at a time (apply_visibility runs it too)
                 for sink in ix.sinks:
                     sink.after_batch()
+        ok = True
     finally:
-        reader.close()
+        ix.end_pass_reader(reader, stamp if ok else None)
         summary.seconds = time.monotonic() - started
     log.info("sync.done", **{k: v for k, v in summary.as_dict().items() if k != "personas"},
              modes={p: s.mode for p, s in summary.personas.items()})
