@@ -8,6 +8,7 @@ that does not exist yet is skipped with a note):
 - ``latency``   — ``bench.latency``
 - ``daemon``    — ``bench.daemon_bench``
 - ``kill_campaign`` — ``bench.kill_campaign``
+- ``noop_pass`` — ``bench.noop_pass``
 
 Each writes its markdown section to ``bench/out/<name>.md`` (run_all also
 accepts ``bench/out/<module name>.md``). With ``--only`` (or
@@ -45,6 +46,7 @@ BENCHES = (
     Bench("latency", "bench.latency"),
     Bench("daemon", "bench.daemon_bench"),
     Bench("kill_campaign", "bench.kill_campaign"),
+    Bench("noop_pass", "bench.noop_pass"),
 )
 
 
