@@ -46,8 +46,24 @@ is ``GET /v1/status`` with ``lag == 0`` for every persona.
    the idle cost; the CPU of the 0.5 s samples holding a pass is also shown
    apart. Measured on the freshness daemon (after its appends) and on the 100k
    load daemon (after the load).
+4. **Memory** (issue 12). A daemon on a private copy of the load corpus (100k
+   chunks, persona ``bench``) whose ledger holds ``MEMORY_TURNS`` turns of
+   *chunk-sized* texts (persona ``mem``, 20 sessions; user and assistant
+   messages of ~120 tokens each, LoCoMo lines joined) that its first pass
+   backfills with the real model: RSS sampled every 0.1 s from start to
+   catch-up gives the **peak during the backfill** (and VmHWM). Then
+   ``MEMORY_REQUESTS`` hybrid searches on the corpus (4 clients), then
+   ``MEMORY_IDLE_S`` s idle: the RSS at the end is the **steady RSS after
+   queries** (the worker's idle trim runs every 60 s). The daemon's own
+   ``/metrics`` (``process_resident_memory_bytes``,
+   ``ledger_indexer_process_peak_resident_memory_bytes``) are read at the end.
+   Variants by environment (config keys), in turns (A B C C B A): *before* =
+   the settings of the release before (CPU arena on, batches of 32 by count,
+   spinning threads, no mmap threshold, no trims), *after* = the defaults,
+   *after + spinning* = the defaults with ``allow_spinning = true`` (the
+   spinning A/B: req/s at 4 clients and daemon CPU).
 
-    python -m bench.daemon_bench [--quick] [--only freshness,load,idle] [--size 10k|100k]
+    python -m bench.daemon_bench [--quick] [--only freshness,load,idle,memory] [--size 10k|100k]
 """
 
 from __future__ import annotations
@@ -94,9 +110,24 @@ SAMPLE_S = 0.5
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 FULL = {"appends": 50, "seed_turns": 300, "size": "100k", "baseline_requests": 500, "requests": 2000,
-        "clients": 4, "idle_s": 60.0}
+        "clients": 4, "idle_s": 60.0, "memory_turns": 400, "memory_requests": 600, "memory_idle_s": 75.0,
+        "memory_runs": 2}
 QUICK = {"appends": 10, "seed_turns": 100, "size": "10k", "baseline_requests": 60, "requests": 200,
-         "clients": 4, "idle_s": 10.0}
+         "clients": 4, "idle_s": 10.0, "memory_turns": 60, "memory_requests": 100, "memory_idle_s": 5.0,
+         "memory_runs": 1}
+MEMORY_PERSONA = "mem"
+STEADY_TARGET_MB = 400
+PEAK_TARGET_MB = 1024
+# The settings of the release before issue 12, as config keys (the code paths are the same).
+MEMORY_VARIANTS = {
+    "before": {"LEDGER_INDEXER_EMBEDDING_CPU_MEM_ARENA": "true", "LEDGER_INDEXER_EMBEDDING_MAX_BATCH_TOKENS": "0",
+               "LEDGER_INDEXER_EMBEDDING_ALLOW_SPINNING": "true", "LEDGER_INDEXER_EMBEDDING_RELEASE_MEMORY": "false",
+               "LEDGER_INDEXER_SYNC_TRIM_MEMORY_SECONDS": "0"},
+    "after": {},
+    "after_spinning": {"LEDGER_INDEXER_EMBEDDING_ALLOW_SPINNING": "true"},
+}
+MEMORY_LABELS = {"before": "before (arena on, 32 by count, spinning, no trims)", "after": "after (defaults)",
+                 "after_spinning": "after + `allow_spinning = true`"}
 
 
 # -- process samples ------------------------------------------------------------------------------
@@ -407,6 +438,169 @@ def load(size: str, baseline_n: int, n: int, clients: int, idle_s: float) -> dic
     return out
 
 
+# -- 4. memory ---------------------------------------------------------------------------------------
+
+
+def chunk_texts(lines: Sequence[str], n: int, seed: int, chars: int = 600) -> list[str]:
+    """Texts of about ``chars`` characters (~120 tokens): LoCoMo lines joined."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        parts: list[str] = []
+        while sum(len(p) + 1 for p in parts) < chars:
+            parts.append(rng.choice(lines))
+        out.append(" ".join(parts))
+    return out
+
+
+def seed_memory_ledger(ledger: Path, lines: Sequence[str], turns: int) -> None:
+    from ledger.writer import LedgerWriter
+
+    users, answers = chunk_texts(lines, turns, 41), chunk_texts(lines, turns, 43)
+    with LedgerWriter(ledger, seed=41) as w:
+        w.execute("PRAGMA synchronous=OFF")
+        for i in range(turns):
+            w.turn(f"mem-{i % 20:02d}", persona=MEMORY_PERSONA, user=users[i], assistant=answers[i])
+
+
+def scrape(d: Daemon) -> dict[str, float]:
+    text = d.http.get("/metrics", timeout=10).text
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
+
+
+class RssSampler:
+    """VmRSS of ``pid`` every ``every`` s on a thread, until stopped."""
+
+    def __init__(self, pid: int, every: float = 0.1) -> None:
+        self.pid, self.every, self.samples = pid, every, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.samples.append(proc_sample(self.pid))
+            except (OSError, ValueError):
+                return
+            self._stop.wait(self.every)
+
+    def stop(self) -> list[dict]:
+        self._stop.set()
+        self._thread.join()
+        return self.samples
+
+
+def memory_run(variant: str, run: int, info: dict, lines: Sequence[str], questions: Sequence[str], p: dict) -> dict:
+    from bench import latency as L
+
+    root = WORK / f"memory-{variant}-{run}"
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    shutil.copytree(info["root"] / "index", root / "index")
+    ledger = root / "ledger" / "agents.db"
+    ledger.parent.mkdir()
+    seed_memory_ledger(ledger, lines, p["memory_turns"])
+    port = free_port()
+    cfg = write_config(root, ledger, port, index_dir=root / "index", sinks=("lancedb",), token=None,
+                       debounce_ms=DEBOUNCE_MS, interval=INTERVAL_S, name="ledger-indexer.toml")
+    d = Daemon(cfg, port, env=MEMORY_VARIANTS[variant])
+    sampler = RssSampler(d.pid)
+    out: dict = {"variant": variant, "run": run, "turns": p["memory_turns"], "load_before": loadavg()}
+    try:
+        d.wait_ready(timeout=1800)
+        st = d.wait_caught_up([MEMORY_PERSONA], timeout=1800)
+        out["backfill_s"] = time.perf_counter() - d.started
+        out["documents"] = st["personas"][MEMORY_PERSONA]["documents"]
+        out["chunks"] = st["personas"][MEMORY_PERSONA].get("chunks")
+        backfill = sampler.stop()
+        out["backfill_peak_mb"] = max(s["rss_kb"] for s in backfill) / 1024
+        now = proc_sample(d.pid)
+        out["hwm_after_backfill_mb"] = now["hwm_kb"] / 1024
+        out["rss_after_backfill_mb"] = now["rss_kb"] / 1024
+        labels = L.session_labels(info["sessions"])
+        half = -(-p["memory_requests"] // 2)
+        bodies = []
+        for a, b in zip(L.requests_for("session", labels, questions, half, 5),
+                        L.requests_for("project", labels, questions, half, 6)):
+            for req in (a, b):
+                bodies.append({"query": req.query, "persona": req.persona, "session": req.session,
+                               "scope": req.scope.value, "max_results": req.max_results, "mode": req.mode.value})
+        run_clients(d.base, bodies[:20], 1)  # warm-up
+        c0 = proc_sample(d.pid)
+        out["queries"] = run_clients(d.base, bodies[:p["memory_requests"]], p["clients"])
+        c1 = proc_sample(d.pid)
+        out["queries"]["daemon_cpu_pct"] = 100 * (c1["cpu"] - c0["cpu"]) / (c1["t"] - c0["t"])
+        out["rss_after_queries_mb"] = c1["rss_kb"] / 1024
+        idle = [proc_sample(d.pid)]
+        end = idle[0]["t"] + p["memory_idle_s"]
+        while time.perf_counter() < end:
+            time.sleep(min(1.0, max(0.0, end - time.perf_counter())))
+            idle.append(proc_sample(d.pid))
+        out["steady_rss_mb"] = idle[-1]["rss_kb"] / 1024
+        out["idle_rss_max_mb"] = max(s["rss_kb"] for s in idle) / 1024
+        out["hwm_mb"] = idle[-1]["hwm_kb"] / 1024
+        m = scrape(d)
+        out["metrics"] = {"process_resident_memory_mb": m.get("process_resident_memory_bytes", 0) / 2**20,
+                          "peak_resident_memory_mb": m.get("ledger_indexer_process_peak_resident_memory_bytes",
+                                                           0) / 2**20,
+                          "trims": m.get("ledger_indexer_memory_trim_seconds_count", 0),
+                          "trim_seconds_sum": m.get("ledger_indexer_memory_trim_seconds_sum", 0),
+                          "trim_released_mb": m.get("ledger_indexer_memory_trim_released_bytes_total", 0) / 2**20}
+        out["load_after"] = loadavg()
+    finally:
+        if sampler._thread.is_alive():
+            sampler.stop()
+        out["exit_code"] = d.stop()
+        shutil.copyfile(d.log_path, WORK / f"memory-{variant}-{run}-daemon.log")
+    shutil.rmtree(root, ignore_errors=True)
+    q = out["queries"]
+    log(f"  memory {variant} #{run}: backfill {out['documents']} docs in {out['backfill_s']:.0f} s, peak "
+        f"{out['backfill_peak_mb']:.0f} MB (VmHWM {out['hwm_after_backfill_mb']:.0f}); after queries "
+        f"{out['rss_after_queries_mb']:.0f} MB; steady {out['steady_rss_mb']:.0f} MB; {q['rps']:.1f} req/s at "
+        f"{q['clients']} clients, p50 {q['p50']:.0f} ms, daemon CPU {q['daemon_cpu_pct']:.0f} %")
+    return out
+
+
+def memory(size: str, p: dict) -> dict:
+    from bench import latency as L
+
+    with Timer() as t_corpus:
+        _real, lines, info = load_corpus(size)
+    questions = L.locomo_questions()
+    random.Random(4).shuffle(questions)
+    names = list(MEMORY_VARIANTS)
+    runs = []
+    for r in range(p["memory_runs"]):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            runs.append(memory_run(name, r, info, lines, questions, p))
+    summary = {}
+    for name in names:
+        mine = [x for x in runs if x["variant"] == name]
+        med = lambda key: statistics.median(x[key] for x in mine)  # noqa: E731
+        summary[name] = {
+            "backfill_peak_mb": med("backfill_peak_mb"), "hwm_after_backfill_mb": med("hwm_after_backfill_mb"),
+            "rss_after_backfill_mb": med("rss_after_backfill_mb"), "rss_after_queries_mb": med("rss_after_queries_mb"),
+            "steady_rss_mb": med("steady_rss_mb"), "backfill_s": med("backfill_s"),
+            "rps": statistics.median(x["queries"]["rps"] for x in mine),
+            "p50": statistics.median(x["queries"]["p50"] for x in mine),
+            "p95": statistics.median(x["queries"]["p95"] for x in mine),
+            "daemon_cpu_pct": statistics.median(x["queries"]["daemon_cpu_pct"] for x in mine),
+            "metrics_rss_mb": statistics.median(x["metrics"]["process_resident_memory_mb"] for x in mine),
+            "metrics_peak_mb": statistics.median(x["metrics"]["peak_resident_memory_mb"] for x in mine),
+            "docs_per_s": statistics.median(x["documents"] / x["backfill_s"] for x in mine),
+        }
+    return {"size": size, "corpus": {k: v for k, v in info.items() if k not in ("root", "config")},
+            "corpus_s": t_corpus.seconds, "runs": runs, "summary": summary, "params": {
+                k: p[k] for k in ("memory_turns", "memory_requests", "memory_idle_s", "memory_runs", "clients")}}
+
+
 # -- 3. idle cost -----------------------------------------------------------------------------------
 
 
@@ -564,8 +758,54 @@ def report(ctx: dict) -> str:
                          f"{x['cpu_pct_without_passes']:.2f}", x["threads"]])
         lines.append(md_table(["daemon", "window s", "CPU s", "CPU %", "RSS start MB", "RSS end MB",
                                "RSS peak MB", "VmHWM MB", "sync passes", "CPU % w/o passes", "threads"], rows))
+    mem = ctx.get("memory")
+    if mem:
+        lines += ["", memory_report(mem)]
     lines += ["", "### Time", "", md_table(["step", "time"], [[k, fmt_s(v)] for k, v in ctx["timing"].items()])]
     return "\n".join(lines)
+
+
+def memory_report(mem: dict) -> str:
+    pm = mem["params"]
+    c = mem["corpus"]
+    runs = mem["runs"]
+    docs = runs[0]["documents"] if runs else 0
+    chunks = runs[0].get("chunks") if runs else None
+    out = ["### Memory: peak during a backfill, steady RSS after queries (issue 12)", "",
+           (f"A daemon on a private copy of the {mem['size']} corpus ({c['chunks']:,} chunks) whose ledger holds "
+            f"{pm['memory_turns']} turns of chunk-sized texts (persona `{MEMORY_PERSONA}`: user and assistant "
+            f"messages of ~120 tokens each; {docs} documents, {chunks} chunks) that its first pass backfills with "
+            "the real model (empty embedding cache); RSS sampled every 0.1 s from start to catch-up. Then "
+            f"{pm['memory_requests']} hybrid searches on the corpus ({pm['clients']} clients, session / project "
+            f"scope), then {pm['memory_idle_s']:.0f} s idle: *steady* = VmRSS at the end (the idle trim runs every "
+            f"60 s). Variants by config keys, taking turns (A B C C B A), medians of {pm['memory_runs']} daemons "
+            "each; the machine is a shared, noisy 2-core VM (other engineers' test suites ran meanwhile: compare "
+            "within a column of this run, not with other runs)."), ""]
+    rows = []
+    for name, s in mem["summary"].items():
+        rows.append([MEMORY_LABELS.get(name, name), f"{s['backfill_peak_mb']:.0f}", f"{s['hwm_after_backfill_mb']:.0f}",
+                     f"{s['rss_after_backfill_mb']:.0f}", f"{s['rss_after_queries_mb']:.0f}",
+                     f"**{s['steady_rss_mb']:.0f}**", f"{s['metrics_rss_mb']:.0f} / {s['metrics_peak_mb']:.0f}",
+                     f"{s['docs_per_s']:.1f}", f"{s['rps']:.1f}", f"{s['p50']:.0f} / {s['p95']:.0f}",
+                     f"{s['daemon_cpu_pct']:.0f}"])
+    out.append(md_table(["variant", "backfill peak RSS MB", "VmHWM after backfill MB", "RSS after backfill MB",
+                         "RSS after queries MB", "steady RSS MB", "/metrics RSS / peak MB", "backfill docs/s "
+                         "(from start)", f"req/s ({pm['clients']} clients)", "p50 / p95 ms", "daemon CPU %"], rows))
+    after = mem["summary"].get("after")
+    if after:
+        peak = max(after["backfill_peak_mb"], after["hwm_after_backfill_mb"])
+        out += ["", (f"**After: peak {peak:.0f} MB during the backfill (target ≤ {PEAK_TARGET_MB} MB: "
+                     f"{'met' if peak <= PEAK_TARGET_MB else 'missed'}), steady {after['steady_rss_mb']:.0f} MB "
+                     f"after queries (target ≤ {STEADY_TARGET_MB} MB: "
+                     f"{'met' if after['steady_rss_mb'] <= STEADY_TARGET_MB else 'missed'}).**")]
+    rows = [[x["variant"], x["run"], f"{x['backfill_s']:.0f}", f"{x['backfill_peak_mb']:.0f}",
+             f"{x['rss_after_queries_mb']:.0f}", f"{x['steady_rss_mb']:.0f}", f"{x['queries']['rps']:.1f}",
+             f"{x['queries']['daemon_cpu_pct']:.0f}", int(x["metrics"]["trims"]),
+             f"{1000 * x['metrics']['trim_seconds_sum'] / max(1, x['metrics']['trims']):.1f}",
+             f"{x['metrics']['trim_released_mb']:.0f}", " / ".join(map(str, x["load_before"]))] for x in runs]
+    out += ["", md_table(["variant", "run", "backfill s", "peak MB", "after queries MB", "steady MB", "req/s",
+                          "CPU %", "trims", "ms per trim", "released MB", "load before"], rows)]
+    return "\n".join(out)
 
 
 # -- main -------------------------------------------------------------------------------------------
@@ -574,7 +814,10 @@ def report(ctx: dict) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.daemon_bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="10 appends, 10k corpus, 200 requests, 10 s idle")
-    ap.add_argument("--only", default="freshness,load,idle", help="comma-separated: freshness, load, idle")
+    ap.add_argument("--only", default="freshness,load,idle,memory",
+                    help="comma-separated: freshness, load, idle, memory")
+    ap.add_argument("--memory-runs", type=int, default=None, help="daemons per memory variant")
+    ap.add_argument("--memory-turns", type=int, default=None)
     ap.add_argument("--appends", type=int, default=None)
     ap.add_argument("--seed-turns", type=int, default=None)
     ap.add_argument("--size", choices=("10k", "100k"), default=None)
@@ -590,8 +833,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             p[key] = getattr(args, key)
     if args.idle_seconds is not None:
         p["idle_s"] = args.idle_seconds
+    if args.memory_runs is not None:
+        p["memory_runs"] = args.memory_runs
+    if args.memory_turns is not None:
+        p["memory_turns"] = args.memory_turns
     only = {w.strip() for w in args.only.split(",") if w.strip()}
-    unknown = only - {"freshness", "load", "idle"}
+    unknown = only - {"freshness", "load", "idle", "memory"}
     if unknown:
         ap.error(f"unknown part(s): {', '.join(sorted(unknown))}")
     idle_s = p["idle_s"] if "idle" in only else 0.0
@@ -614,6 +861,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         with Timer() as t:
             ctx["load"] = load(p["size"], p["baseline_requests"], p["requests"], p["clients"], idle_s)
         timing[f"load ({p['size']}, incl. corpus)" + (" + idle" if idle_s else "")] = t.seconds
+    if "memory" in only:
+        with Timer() as t:
+            ctx["memory"] = memory(p["size"], p)
+        timing[f"memory ({p['size']}, {p['memory_runs']} daemons per variant)"] = t.seconds
     if ctx.get("freshness", {}).get("appends"):
         real = L.real_embedder(OUT / "latency-index")
         ctx["embed_alone"] = embed_alone(real, lines)

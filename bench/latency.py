@@ -246,7 +246,7 @@ def _build_corpus(size_name: str, n_turns: int, real, pool: Sequence[str], pool_
         with Timer() as t:
             sink.maintain(force=True)
         maintain_s = t.seconds
-    stats = sink.table_stats(PERSONA)
+    stats = sink.table_stats(PERSONA)  # the typed figures (stats() is their dict)
     sink.close()
     labels = session_labels(-(-n_turns // TURNS_PER_SESSION))
     state = StateDB(config.state_db_path)

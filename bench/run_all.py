@@ -8,7 +8,9 @@ that does not exist yet is skipped with a note):
 - ``latency``   — ``bench.latency``
 - ``daemon``    — ``bench.daemon_bench``
 - ``kill_campaign`` — ``bench.kill_campaign``
+- ``cli_latency`` — ``bench.cli_latency``
 - ``mcp_latency`` — ``bench.mcp_latency``
+- ``noop_pass`` — ``bench.noop_pass``
 
 Each writes its markdown section to ``bench/out/<name>.md`` (run_all also
 accepts ``bench/out/<module name>.md``). With ``--only`` (or
@@ -48,6 +50,7 @@ BENCHES = (
     Bench("kill_campaign", "bench.kill_campaign"),
     Bench("cli_latency", "bench.cli_latency"),
     Bench("mcp_latency", "bench.mcp_latency"),
+    Bench("noop_pass", "bench.noop_pass"),
 )
 
 

@@ -4,10 +4,18 @@
   (``HF_HUB_OFFLINE=1``). By default it loads the packaged all-MiniLM-L6-v2
   int8 folder (:mod:`indexer.embedding.model_files`); a config may name any fastembed
   model (taken from fastembed's local cache, never downloaded) or a local
-  folder. Each call sorts its texts by length and runs batches of
-  ``batch_size`` (32..64) with ``parallel=None``: ONNX Runtime already uses
-  every core, padding is batch-longest, and big batches permanently inflate
-  the ORT arena (research/lancedb.md §6a).
+  folder. Each call sorts its texts by token count and runs batches of at
+  most ``batch_size`` texts *and* ``max_batch_tokens`` padded tokens (texts ×
+  the longest, :func:`plan_batches`) with ``parallel=None``: ONNX Runtime
+  already uses every core, padding is batch-longest, and a batch's activation
+  memory grows with its padded tokens (attention with their square), so a
+  count alone lets 32 long chunks take hundreds of MB. One ONNX Runtime
+  session serves documents and queries, built with the options fastembed does
+  not expose: worker threads that do not spin (busy-wait) between parallel
+  sections, and the CPU arena off by default (with it, the arena keeps its
+  peak size for the life of the process). With ``release_memory`` glibc's
+  mmap threshold is fixed and freed heap pages are trimmed after each call
+  (:mod:`indexer.embedding.native_memory`).
 - :class:`CachedEmbedder` wraps any embedder with a persistent cache keyed by
   (model fingerprint, sha256 of the text), so a body shared by forked
   sessions, a re-sync or a forced reindex of unchanged text embeds nothing.
@@ -35,12 +43,16 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from indexer.embedding import model_files
+from indexer.embedding import model_files, native_memory
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = model_files.MODEL_NAME
 DEFAULT_BATCH_SIZE = 32
+#: Padded tokens per model batch (texts × the longest, special tokens included): 8 chunks of 256.
+DEFAULT_MAX_BATCH_TOKENS = 2048
+#: ONNX Runtime session config keys (onnxruntime_session_options_config_keys.h).
+SPIN_KEYS = ("session.intra_op.allow_spinning", "session.inter_op.allow_spinning")
 #: Upper bound for SQLite IN lists (the default variable limit is 32766; keep statements small).
 CACHE_LOOKUP_CHUNK = 500
 
@@ -61,6 +73,25 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 
     def embed_query(self, text: str) -> np.ndarray: ...
+
+
+def plan_batches(lengths: Sequence[int], max_count: int, max_tokens: int = 0) -> list[list[int]]:
+    """Indices of texts grouped into model batches, shortest first: at most
+    ``max_count`` texts, and at most ``max_tokens`` padded tokens (``len(batch)
+    * longest``; 0: no token bound). A text longer than ``max_tokens`` alone
+    is a batch of one."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        # sorted ascending: lengths[i] is the longest of current + [i]
+        if current and (len(current) >= max_count or (max_tokens and (len(current) + 1) * lengths[i] > max_tokens)):
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
 
 
 def l2_normalize(v: np.ndarray) -> np.ndarray:
@@ -98,7 +129,10 @@ class FastEmbedder:
     local cache (``cache_dir``), never downloaded.
 
     ``calls`` counts model batches run by :meth:`embed`, ``texts_embedded``
-    the texts they held; ``query_calls`` counts :meth:`embed_query`.
+    the texts they held, ``padded_tokens`` the tokens they ran (texts × the
+    longest) and ``largest_batch_tokens`` the largest batch; ``query_calls``
+    counts :meth:`embed_query`. ``session_options`` is the
+    ``onnxruntime.SessionOptions`` the session was built with.
     """
 
     def __init__(
@@ -110,20 +144,33 @@ class FastEmbedder:
         *,
         models_dir: Path | str | None = None,
         cache_dir: Path | str | None = None,
-        cpu_mem_arena: bool = True,
+        cpu_mem_arena: bool = False,
+        max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
+        allow_spinning: bool = False,
+        release_memory: bool = True,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
+        if max_batch_tokens < 0:
+            raise ValueError("max_batch_tokens must be >= 0 (0: no token bound)")
         os.environ["HF_HUB_OFFLINE"] = "1"  # never reach for the model hub
         os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
         from fastembed import TextEmbedding  # slow import: keep it lazy
 
         self.name = model_name
         self.batch_size = int(batch_size)
+        self.max_batch_tokens = int(max_batch_tokens)
+        self.allow_spinning = bool(allow_spinning)
+        self.release_memory = bool(release_memory)
         self.calls = 0
         self.texts_embedded = 0
+        self.padded_tokens = 0
+        self.largest_batch_tokens = 0
         self.query_calls = 0
+        self.session_options = None
         self._lock = threading.Lock()
+        if self.release_memory:
+            native_memory.configure()  # before the model's allocations
 
         packaged = False
         if model_path is None or str(model_path) == "":
@@ -144,9 +191,10 @@ class FastEmbedder:
                     f"embedding model_path {folder} is not a folder; set [embedding] model_path to a folder "
                     f"with model.onnx and tokenizer files, or leave it empty for the packaged model"
                 )
-        # ONNX Runtime's arena keeps its peak size: faster embedding, ~0.5 GB more
-        # RSS after long batches. Off trades 10-40% throughput for memory.
-        kwargs: dict[str, Any] = {"threads": threads, "enable_cpu_mem_arena": bool(cpu_mem_arena)}
+        # ONNX Runtime's arena keeps its peak size for the life of the process (the
+        # largest batch's activations, rounded up): off by default, see the README.
+        kwargs: dict[str, Any] = {"threads": threads, "enable_cpu_mem_arena": bool(cpu_mem_arena),
+                                  "lazy_load": True}
         if cache_dir is not None:
             kwargs["cache_dir"] = str(cache_dir)
         if folder is not None:
@@ -155,6 +203,7 @@ class FastEmbedder:
             kwargs["local_files_only"] = True
         try:
             self._model = TextEmbedding(model_name, **kwargs)
+            self._load_session(self._model.model)
         except Exception as e:  # fastembed raises ValueError/OSError/onnxruntime errors
             where = f"folder {folder}" if folder is not None else "fastembed's local cache (no download: offline)"
             raise EmbeddingError(
@@ -171,14 +220,49 @@ class FastEmbedder:
         self.max_tokens = self._read_max_tokens(inner, folder)
         probe = self._embed_batch(["dimension probe"])
         self.dim = int(probe.shape[1])
-        self.calls = 0
-        self.texts_embedded = 0
+        self.calls = self.texts_embedded = self.padded_tokens = self.largest_batch_tokens = 0
         if packaged:
             self.fingerprint = model_files.FINGERPRINT
         else:
             self.fingerprint = _folder_fingerprint(folder, model_name, self.max_tokens)
 
     # ------------------------------------------------------------------ helpers
+
+    def _load_session(self, inner: Any) -> None:
+        """Build the ONNX Runtime session through fastembed's own loader, adding the
+        options it does not expose. fastembed builds the ``SessionOptions`` and hands
+        them to ``add_extra_session_options`` (its hook for ``enable_cpu_mem_arena``)
+        just before creating the session; ours sets the spinning keys there too."""
+        base = inner.add_extra_session_options
+        spin = "1" if self.allow_spinning else "0"
+
+        def add_extra_session_options(options, extra):
+            base(options, extra)
+            for key in SPIN_KEYS:
+                options.add_session_config_entry(key, spin)
+            self.session_options = options
+
+        inner.add_extra_session_options = add_extra_session_options
+        try:
+            inner.load_onnx_model()
+        finally:
+            del inner.add_extra_session_options  # back to the class's method
+        if self.session_options is None:
+            raise EmbeddingError("fastembed did not pass its session options through add_extra_session_options "
+                                 "(an incompatible fastembed version): the session would spin")
+
+    @property
+    def session(self):
+        """The ``onnxruntime.InferenceSession`` (one for documents and queries)."""
+        return self._model.model.model
+
+    def model_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Tokens the model runs for each text: special tokens included, cut at the window."""
+        if self._tokenizer is None:
+            counts = [approx_tokens(t) for t in texts]
+        else:
+            counts = [len(e.ids) for e in self._tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+        return [min(c + 2, self.max_tokens) for c in counts]
 
     @staticmethod
     def _load_count_tokenizer(folder: Path):
@@ -206,11 +290,14 @@ class FastEmbedder:
             pass
         return 512
 
-    def _embed_batch(self, texts: list[str]) -> np.ndarray:
-        vecs = list(self._model.embed(texts, batch_size=self.batch_size, parallel=None))
+    def _embed_batch(self, texts: list[str], tokens: int = 0) -> np.ndarray:
+        """One model run over ``texts`` (``tokens``: their padded size, for the counters)."""
+        vecs = list(self._model.embed(texts, batch_size=max(1, len(texts)), parallel=None))
         with self._lock:
             self.calls += 1
             self.texts_embedded += len(texts)
+            self.padded_tokens += tokens
+            self.largest_batch_tokens = max(self.largest_batch_tokens, tokens)
         return np.asarray(vecs, dtype=np.float32)
 
     # ------------------------------------------------------------------ API
@@ -225,17 +312,22 @@ class FastEmbedder:
         n = len(texts)
         if n == 0:
             return np.zeros((0, getattr(self, "dim", 0)), dtype=np.float32)
-        order = sorted(range(n), key=lambda i: len(texts[i]))
+        lengths = self.model_tokens(texts)
         out: np.ndarray | None = None
-        for s in range(0, n, self.batch_size):
-            idx = order[s : s + self.batch_size]
-            try:
-                vecs = self._embed_batch([texts[i] for i in idx])
-            except Exception as e:
-                raise EmbeddingError(f"embedding {len(idx)} texts with {self.name} failed: {type(e).__name__}: {e}") from e
-            if out is None:
-                out = np.empty((n, vecs.shape[1]), dtype=np.float32)
-            out[idx] = vecs
+        try:
+            for idx in plan_batches(lengths, self.batch_size, self.max_batch_tokens):
+                tokens = len(idx) * max(lengths[i] for i in idx)
+                try:
+                    vecs = self._embed_batch([texts[i] for i in idx], tokens)
+                except Exception as e:
+                    raise EmbeddingError(
+                        f"embedding {len(idx)} texts with {self.name} failed: {type(e).__name__}: {e}") from e
+                if out is None:
+                    out = np.empty((n, vecs.shape[1]), dtype=np.float32)
+                out[idx] = vecs
+        finally:
+            if self.release_memory:
+                native_memory.trim()  # the batches' freed activations back to the OS
         assert out is not None
         return l2_normalize(out)
 

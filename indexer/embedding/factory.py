@@ -16,5 +16,8 @@ def make_embedder(config: Config):
         batch_size=config.embedding.batch_size,
         models_dir=config.index.dir / "models",
         cpu_mem_arena=config.embedding.cpu_mem_arena,
+        max_batch_tokens=config.embedding.max_batch_tokens,
+        allow_spinning=config.embedding.allow_spinning,
+        release_memory=config.embedding.release_memory,
     )
     return CachedEmbedder(inner, config.index.dir / "embed_cache.sqlite")

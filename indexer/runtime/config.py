@@ -64,8 +64,14 @@ class EmbeddingConfig(_Section):
     model: str = "sentence-transformers/all-MiniLM-L6-v2"
     model_path: str = ""
     batch_size: int = Field(32, ge=1, le=256)
-    # false: ~400 MB less resident memory on a writing daemon, 10-40% slower embedding
-    cpu_mem_arena: bool = True
+    # padded tokens per model batch (texts x the longest); 0: batches bounded by batch_size only
+    max_batch_tokens: int = Field(2048, ge=0)
+    # ONNX Runtime's CPU arena keeps the largest batch's memory for good; true: faster embedding, more RSS
+    cpu_mem_arena: bool = False
+    # ONNX Runtime worker threads busy-wait between parallel sections (true: ORT's default)
+    allow_spinning: bool = False
+    # glibc: a fixed mmap threshold and malloc_trim after embedding (freed native memory back to the OS)
+    release_memory: bool = True
 
 
 class RedactionConfig(_Section):
@@ -89,6 +95,8 @@ class SyncConfig(_Section):
     interval_seconds: float = Field(30.0, gt=0)
     debounce_ms: int = Field(200, ge=0)
     maintenance_minutes: float = Field(10.0, gt=0)
+    # the worker returns freed native memory (malloc_trim) at most this often when idle; 0: never
+    trim_memory_seconds: float = Field(60.0, ge=0)
 
 
 class Config(_Section):

@@ -15,14 +15,23 @@ personas, ``route`` is the route *template* (``/v1/memory_get``, never the raw
 path or query string), ``mode`` is one of the search modes. Nothing a client
 sends can create a new time series except through those closed sets.
 All prometheus_client objects are thread-safe.
+
+Process figures: prometheus_client's process collector, registered in this
+registry (``process_resident_memory_bytes``, ``process_virtual_memory_bytes``,
+``process_cpu_seconds_total``, ``process_open_fds``, …), plus
+``ledger_indexer_process_peak_resident_memory_bytes`` (VmHWM: the most the
+process has ever held, e.g. during a backfill) and the memory trims of the
+sync worker. Memory figures are read when scraped.
 """
 
 from __future__ import annotations
 
 import time
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from indexer.embedding import native_memory
 
 __all__ = ["Metrics", "CONTENT_TYPE"]
 
@@ -32,6 +41,8 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 _SYNC_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 1800)
 # Queries: fastembed query embedding + LanceDB, a few ms .. a few hundred ms on a small box.
 _QUERY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+# malloc_trim: well under a millisecond on a small heap, tens of ms on a big fragmented one.
+_TRIM_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25)
 
 
 class Metrics:
@@ -66,6 +77,17 @@ class Metrics:
         self.search_warnings = Counter("ledger_indexer_search_warnings",
                                        "memory_search answers that came with a warning (a stage failed), "
                                        "by warning code.", ["code"], registry=r)
+        # process_* (resident and virtual memory, CPU, fds, start time): this registry, not the global one
+        self.process = ProcessCollector(registry=r)
+        self.peak_rss = Gauge("ledger_indexer_process_peak_resident_memory_bytes",
+                              "The most resident memory the process has had (VmHWM), e.g. during a backfill.",
+                              registry=r)
+        self.peak_rss.set_function(native_memory.peak_rss_bytes)
+        self.memory_trim = Histogram("ledger_indexer_memory_trim_seconds",
+                                     "malloc_trim calls of the sync worker (freed native memory back to the OS): "
+                                     "their duration.", buckets=_TRIM_BUCKETS, registry=r)
+        self.memory_trim_released = Counter("ledger_indexer_memory_trim_released_bytes",
+                                            "Resident memory released by those trims.", registry=r)
 
     # -- sync side (the daemon) -----------------------------------------------------------
 
@@ -89,6 +111,11 @@ class Metrics:
     def add_bad_rows(self, persona: str, count: int = 1) -> None:
         if count > 0:
             self.bad_rows_skipped.labels(persona=persona).inc(count)
+
+    def observe_trim(self, released_bytes: int, seconds: float) -> None:
+        self.memory_trim.observe(max(0.0, float(seconds)))
+        if released_bytes > 0:
+            self.memory_trim_released.inc(released_bytes)
 
     def set_ready(self, ready: bool) -> None:
         self.ready.set(1 if ready else 0)

@@ -21,6 +21,7 @@ from peewee import (
     SqliteDatabase,
     TextField,
     chunked,
+    fn,
 )
 
 from indexer.core.build import BuildIdentity
@@ -148,8 +149,25 @@ def _migration_2(db: SqliteDatabase, models) -> None:
         db.execute_sql("ALTER TABLE bad_rows ADD COLUMN checked_at INTEGER NOT NULL DEFAULT 0")
 
 
+#: Indexes of schema 3, by name: (table, columns). Without them a sync pass with
+#: nothing new scanned every document row of the persona (``paths(persona,
+#: source=...)``, every pass for the memory files) and sorted every bad row.
+INDEXES_3 = {
+    "files_persona_source": ("files", ("persona", "source")),
+    "bad_rows_persona_checked": ("bad_rows", ("persona", "checked_at", "session_label", "turn_id")),
+}
+
+
+def _migration_3(db: SqliteDatabase, models) -> None:
+    """Indexes for the per-pass queries: documents by (persona, source), bad rows by
+    (persona, last compared). Tables a partial older file lacks are created first."""
+    db.create_tables(models, safe=True)
+    for name, (table, columns) in INDEXES_3.items():
+        db.execute_sql(f'CREATE INDEX IF NOT EXISTS "{name}" ON "{table}" ({", ".join(columns)})')
+
+
 # Append only; never edit a released migration.
-MIGRATIONS = [_migration_1, _migration_2]
+MIGRATIONS = [_migration_1, _migration_2, _migration_3]
 
 
 def now_ms() -> int:
@@ -378,6 +396,9 @@ class StateDB:
         P = self.PendingTurn
         return list(P.select(P.session_label, P.turn_id).where(P.persona == persona).tuples())
 
+    def pending_count(self, persona: str) -> int:
+        return self.PendingTurn.select().where(self.PendingTurn.persona == persona).count()
+
     def set_pending(self, persona: str, items: Iterable[tuple[str, str]]) -> None:
         stamp = now_ms()
         rows = [{"persona": persona, "session_label": s, "turn_id": t, "seen_at": stamp} for s, t in items]
@@ -436,9 +457,14 @@ class StateDB:
              .order_by(B.checked_at, B.session_label, B.turn_id).limit(limit))
         return list(q.tuples())
 
-    def mark_bad_checked(self, persona: str, items: Iterable[tuple[str, str]]) -> None:
+    def oldest_bad_check(self, persona: str) -> int | None:
+        """When the least recently compared bad turn of ``persona`` was compared (ms; None: no bad turn)."""
         B = self.BadRow
-        stamp = now_ms()
+        return B.select(fn.MIN(B.checked_at)).where(B.persona == persona).scalar()
+
+    def mark_bad_checked(self, persona: str, items: Iterable[tuple[str, str]], at: int | None = None) -> None:
+        B = self.BadRow
+        stamp = now_ms() if at is None else at
         for session, turn in items:
             B.update(checked_at=stamp).where((B.persona == persona) & (B.session_label == session)
                                              & (B.turn_id == turn)).execute()
@@ -474,4 +500,4 @@ class StateDB:
         return [p for (p,) in F.select(F.persona).distinct().tuples()]
 
 
-__all__ = ["StateDB", "FileRecord", "SessionRecord", "Visibility", "CURSOR_KEY"]
+__all__ = ["StateDB", "FileRecord", "SessionRecord", "Visibility", "CURSOR_KEY", "MIGRATIONS", "INDEXES_3"]

@@ -84,8 +84,12 @@ class Indexer:
         self.redact = redact
         self.redaction_version = redaction_version or "custom"
         from indexer.sync.memory_source import MemorySource
+        from indexer.sync.quiet import QuietChecks
 
         self.memory = MemorySource(self)
+        # which per-pass ledger checks ran at which state of the ledger files (skipped while unchanged)
+        self.quiet = QuietChecks()
+        self._kept_reader: tuple[LedgerReader, object] | None = None
 
     @property
     def build_identity(self) -> BuildIdentity:
@@ -97,6 +101,28 @@ class Indexer:
         """A fresh read-only reader: opened per pass so a replaced ledger file is noticed."""
         return LedgerReader.open(self.config.ledger.path, max_message_bytes=self.config.ledger.max_message_bytes)
 
+    def pass_reader(self, stamp) -> LedgerReader:
+        """The reader of a sync pass: the previous pass's, kept open, when the ledger
+        files are exactly as they were when that pass ended (same inode, size and
+        mtime, settled: :mod:`indexer.sync.quiet`), so nothing it read at opening
+        can have changed; otherwise a fresh one. Opening costs about as much as
+        the rest of a pass with nothing new."""
+        kept, self._kept_reader = self._kept_reader, None
+        if kept is not None:
+            reader, kept_stamp = kept
+            if stamp is not None and stamp.settled and kept_stamp == stamp:
+                return reader
+            reader.close()
+        return self.reader()
+
+    def end_pass_reader(self, reader: LedgerReader, stamp) -> None:
+        """Keep the pass's reader for the next pass (``stamp``: the files when the pass
+        began, None after a failed pass), or close it."""
+        if stamp is not None and stamp.settled:
+            self._kept_reader = (reader, stamp)
+        else:
+            reader.close()
+
     def memory_documents(self, persona: str) -> list[Document]:
         return self.memory.documents(persona)
 
@@ -104,6 +130,9 @@ class Indexer:
         return self.memory.sync(persona)
 
     def close(self) -> None:
+        if self._kept_reader is not None:
+            self._kept_reader[0].close()
+            self._kept_reader = None
         for sink in self.sinks:
             try:
                 sink.close()

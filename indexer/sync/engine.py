@@ -30,11 +30,13 @@ from indexer.core.documents import Skip
 from indexer.core.types import Document, Source
 from indexer.sync.build import Built, build_sessions
 from indexer.sync.context import Indexer
+from indexer.sync.quiet import LedgerStamp, ledger_stamp
 from indexer.sync.visibility import UNSCOPED_WRITES, reconcile_unscoped, switch_in_rebuild
 from ledger.reader import LedgerReader
 from ledger.rows import SessionRow
 
 log = structlog.get_logger("indexer.sync")
+from indexer.state.db import now_ms
 from indexer.sync.summary import PersonaSummary, Progress, SyncInterrupted, SyncSummary, check_stop
 from indexer.sync.writes import (
     Target,
@@ -110,9 +112,10 @@ def _refresh_registry(ix: Indexer, persona: str, sessions: Sequence[SessionRow],
     if purge:
         for sink in ix.sinks:
             sink.delete(persona, purge)
-    with ix.state.atomic():
-        ix.state.register_sessions(changed)
-        ix.state.forget_documents(persona, purge)
+    if changed or purge:
+        with ix.state.atomic():
+            ix.state.register_sessions(changed)
+            ix.state.forget_documents(persona, purge)
     summary.documents_deleted += len(purge)
     for label, _, status in changed:
         # A status change is news; a session seen for the first time is not.
@@ -127,19 +130,30 @@ def _refresh_registry(ix: Indexer, persona: str, sessions: Sequence[SessionRow],
 BAD_CHECKS_PER_PASS = 200  # bad turns whose rows are compared per pass (least recently compared first)
 
 
-def _bad_rows_changed(ix: Indexer, reader: LedgerReader, persona: str, deleted: set[str]) -> list[str]:
+def _bad_rows_changed(ix: Indexer, reader: LedgerReader, persona: str, deleted: set[str],
+                      stamp: LedgerStamp | None) -> list[str]:
     """Sessions holding a bad turn whose ledger rows changed since it failed
     (repaired in place: no history row says so). Compares at most
     BAD_CHECKS_PER_PASS fingerprints a pass, rotating through a longer list;
-    when they all fit, a pass writes nothing."""
+    when they all fit, a pass writes nothing. Once every bad turn was compared
+    with the ledger files as they are (``stamp``), passes skip the comparison
+    until the files change (:mod:`indexer.sync.quiet`)."""
+    if ix.quiet.unchanged("bad", persona, stamp):
+        return []
+    started = ix.quiet.rotation_start_ms(persona, stamp, now_ms())
     items = ix.state.bad_to_check(persona, BAD_CHECKS_PER_PASS)
     if not items:
+        ix.quiet.ran("bad", persona, stamp)
         return []
     with reader.snapshot():
         now = reader.turn_fingerprints(t for _s, t, _f in items)
     if len(items) == BAD_CHECKS_PER_PASS:
-        with ix.state.atomic():
-            ix.state.mark_bad_checked(persona, [(s, t) for s, t, _f in items])
+        with ix.state.atomic():  # later than `started`: what was compared before it stays older
+            ix.state.mark_bad_checked(persona, [(s, t) for s, t, _f in items], at=max(now_ms(), started + 1))
+        if (ix.state.oldest_bad_check(persona) or 0) > started:  # a whole rotation at this stamp
+            ix.quiet.ran("bad", persona, stamp)
+    else:
+        ix.quiet.ran("bad", persona, stamp)
     return sorted({s for s, t, f in items if now.get(t) != f} - deleted)
 
 
@@ -161,24 +175,34 @@ def _retry_bad(ix: Indexer, reader: LedgerReader, persona: str, summary: Persona
 
 
 def _tail(ix: Indexer, reader: LedgerReader, persona: str, cursor: int, summary: PersonaSummary,
-          stop: threading.Event | None, progress: Progress | None, *, retry_bad: bool = False) -> None:
+          stop: threading.Event | None, progress: Progress | None, *, retry_bad: bool = False,
+          stamp: LedgerStamp | None = None) -> None:
     head = summary.head
     live = live_targets(ix, persona)
-    with reader.snapshot():
-        sessions = reader.sessions(persona=persona)
-    deleted = _refresh_registry(ix, persona, sessions, summary)
+    # Session statuses and pending turns change only with a ledger write: with the
+    # files as they were when these last ran, nothing can have moved.
+    sessions_quiet = not retry_bad and ix.quiet.unchanged("sessions", persona, stamp)
+    if sessions_quiet:
+        deleted = ix.state.deleted_sessions(persona)
+    else:
+        with reader.snapshot():
+            sessions = reader.sessions(persona=persona)
+        deleted = _refresh_registry(ix, persona, sessions, summary)
     if retry_bad:
         labels = sorted({s for s, _t in ix.state.bad_items(persona)} - deleted)
         _retry_bad(ix, reader, persona, summary, labels, "requested", stop, progress)
     else:
-        _retry_bad(ix, reader, persona, summary, _bad_rows_changed(ix, reader, persona, deleted), "rows_changed",
-                   stop, progress)
-    pending = [(s, t) for s, t in ix.state.pending(persona) if s not in deleted]
-    if pending:
-        with reader.snapshot():
-            built = build_sessions(ix, reader, persona, [], only_new=True, extra_turns=pending)
-        write_in_parts(ix, persona, built.docs, live, summary, skip_unchanged=True, stop=stop, progress=progress)
-        _commit_state(ix, persona, summary, built, set(), None)
+        _retry_bad(ix, reader, persona, summary, _bad_rows_changed(ix, reader, persona, deleted, stamp),
+                   "rows_changed", stop, progress)
+    if not sessions_quiet:
+        pending = [(s, t) for s, t in ix.state.pending(persona) if s not in deleted]
+        if pending:
+            with reader.snapshot():
+                built = build_sessions(ix, reader, persona, [], only_new=True, extra_turns=pending)
+            write_in_parts(ix, persona, built.docs, live, summary, skip_unchanged=True, stop=stop,
+                           progress=progress)
+            _commit_state(ix, persona, summary, built, set(), None)
+        ix.quiet.ran("sessions", persona, stamp)
     position = cursor
     while position < head:
         check_stop(stop)
@@ -327,26 +351,34 @@ def _forget_replaced_source(ix: Indexer, reader: LedgerReader, targets: Sequence
                 ix.state.forget_documents(persona, gone)
             log.warning("ledger.persona_gone", persona=persona, documents_removed=len(gone))
         ix.state.forget_source(persona)
+    ix.quiet.forget()
 
 
 CURSOR_ROW_KEY = "cursor_row_fingerprint_v1"
 
 
-def _remember_cursor_row(ix: Indexer, reader: LedgerReader, persona: str) -> None:
+def _remember_cursor_row(ix: Indexer, reader: LedgerReader, persona: str, checked: dict | None = None) -> None:
+    """Record the fingerprint of the row at the cursor. ``checked``: the record
+    :func:`_history_rewritten` found in place this pass (the cursor unchanged since: nothing to do)."""
     cursor = ix.state.get_cursor(persona)
     if cursor is None:
         return
+    if checked is not None and checked.get("cursor") == cursor:
+        return  # a no-op pass reads and writes nothing more
     value = {"cursor": cursor, "row": reader.history_row_fingerprint(cursor)}
-    if ix.state.get_json(CURSOR_ROW_KEY, persona) != value:  # a no-op pass writes nothing
+    if ix.state.get_json(CURSOR_ROW_KEY, persona) != value:
         ix.state.set_json(CURSOR_ROW_KEY, value, persona)
 
 
-def _history_rewritten(ix: Indexer, reader: LedgerReader, persona: str, cursor: int) -> bool:
-    """One primary-key lookup a pass: is the row at the cursor still the one we processed?"""
+def _history_rewritten(ix: Indexer, reader: LedgerReader, persona: str, cursor: int) -> tuple[bool, dict | None]:
+    """One primary-key lookup a pass: is the row at the cursor still the one we processed?
+    Also returns the stored record when it was found intact (for :func:`_remember_cursor_row`)."""
     stored = ix.state.get_json(CURSOR_ROW_KEY, persona)
     if not stored or stored.get("cursor") != cursor:
-        return False  # not recorded for this cursor (older index, or a kill before it was): nothing to compare
-    return reader.history_row_fingerprint(cursor) != stored.get("row")
+        return False, None  # not recorded for this cursor (older index, or a kill before it was): nothing to compare
+    if reader.history_row_fingerprint(cursor) != stored.get("row"):
+        return True, None
+    return False, stored
 
 
 def select_personas(ix: Indexer, reader: LedgerReader) -> list[str]:
@@ -367,7 +399,9 @@ def sync_once(
     after which cursor and hashes are exactly as the last committed batch left them."""
     started = time.monotonic()
     summary = SyncSummary()
-    reader = ix.reader()
+    stamp = ledger_stamp(ix.config.ledger.path)  # before any read: a write after it changes the next one
+    reader = ix.pass_reader(stamp)
+    ok = False
     try:
         targets = list(personas) if personas else select_personas(ix, reader)
         identity = reader.identity()
@@ -382,6 +416,7 @@ def sync_once(
         for persona in targets:
             head = reader.head_id()
             cursor = ix.state.get_cursor(persona)
+            cursor_row: dict | None = None
             changed = ix.build_identity.differences(ix.state.build_identity(persona))
             sink_wants_rebuild = any(sink.needs_rebuild(persona) for sink in ix.sinks)
             if force or sink_wants_rebuild or (cursor is not None and changed):
@@ -394,18 +429,19 @@ def sync_once(
                 # The ledger was replaced or rewound below our cursor: start over.
                 log.warning("ledger.rewound", persona=persona, cursor=cursor, head=head)
                 mode = "backfill"
-            elif _history_rewritten(ix, reader, persona, cursor):
+            elif (rewritten := _history_rewritten(ix, reader, persona, cursor))[0]:
                 # Rows at or below the cursor were deleted and their ids reused
                 # (no AUTOINCREMENT): the tail would never read them.
                 log.warning("ledger.ids_reused", persona=persona, cursor=cursor, head=head)
                 mode = "backfill"
             else:
                 mode = "tail"
+                cursor_row = rewritten[1]
             ps = PersonaSummary(persona=persona, mode=mode, cursor_before=cursor, head=head)
             summary.personas[persona] = ps
             try:
                 if mode == "tail":
-                    _tail(ix, reader, persona, cursor or 0, ps, stop, progress, retry_bad=retry_bad)
+                    _tail(ix, reader, persona, cursor or 0, ps, stop, progress, retry_bad=retry_bad, stamp=stamp)
                 elif mode == "backfill":
                     _backfill(ix, reader, persona, ps, stop, progress)
                 else:
@@ -419,14 +455,15 @@ def sync_once(
                 summary.interrupted = True
                 ps.cursor = ix.state.get_cursor(persona)
                 break
-            ps.pending_turns = len(ix.state.pending(persona))
-            _remember_cursor_row(ix, reader, persona)
+            ps.pending_turns = ix.state.pending_count(persona)
+            _remember_cursor_row(ix, reader, persona, cursor_row)
         if summary.documents_written or summary.total("documents_deleted"):
             with UNSCOPED_WRITES:  # one `qmd update` at a time (apply_visibility runs it too)
                 for sink in ix.sinks:
                     sink.after_batch()
+        ok = True
     finally:
-        reader.close()
+        ix.end_pass_reader(reader, stamp if ok else None)
         summary.seconds = time.monotonic() - started
     log.info("sync.done", **{k: v for k, v in summary.as_dict().items() if k != "personas"},
              modes={p: s.mode for p, s in summary.personas.items()})

@@ -9,6 +9,7 @@ root>``, re-indexed when its hash changes and removed when the file goes.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import structlog
@@ -16,6 +17,7 @@ import structlog
 from indexer.core.documents import content_hash
 from indexer.core.safe_names import safe_segment
 from indexer.core.types import DocKind, Document, Source
+from indexer.sync import quiet
 
 log = structlog.get_logger("indexer.memory")
 MAX_MEMORY_FILE_BYTES = 2_000_000
@@ -44,35 +46,66 @@ def list_memory_files(entries: tuple[Path, ...]) -> list[tuple[Path, str]]:
 
 
 class MemorySource:
+    """Reads, redacts and hashes a file only when its stat changed: a pass over
+    unchanged memory files lists them and reads nothing. A file changed less
+    than ``quiet.SETTLE_S`` ago is read every time (a write in the same
+    timestamp tick could leave its stat unchanged)."""
+
     def __init__(self, ix) -> None:
         self.ix = ix
+        # (persona, file, index path) -> (stat key, document or None when empty)
+        self._read: dict[tuple[str, str, str], tuple[tuple, Document | None]] = {}
 
     def _entries(self, persona: str) -> tuple[Path, ...]:
         return tuple(self.ix.config.memory.get(persona, ()))
 
     def documents(self, persona: str) -> list[Document]:
         docs = []
+        seen = set()
+        now = time.time()
         for file, path in list_memory_files(self._entries(persona)):
             try:
                 stat = file.stat()
-                if stat.st_size > MAX_MEMORY_FILE_BYTES:
-                    log.warning("memory.skipped", persona=persona, file=str(file), reason="too_large",
-                                size=stat.st_size)
-                    continue
+            except OSError as exc:
+                log.warning("memory.skipped", persona=persona, file=str(file), reason="unreadable", error=str(exc))
+                continue
+            key = (persona, str(file), path)
+            seen.add(key)
+            stamp = quiet.stat_key(stat)
+            cached = self._read.get(key)
+            if cached is not None and cached[0] == stamp:
+                if cached[1] is not None:
+                    docs.append(cached[1])
+                continue
+            self._read.pop(key, None)
+            if stat.st_size > MAX_MEMORY_FILE_BYTES:
+                log.warning("memory.skipped", persona=persona, file=str(file), reason="too_large",
+                            size=stat.st_size)
+                continue
+            try:
                 raw = file.read_text(encoding="utf-8", errors="replace")
             except OSError as exc:
                 log.warning("memory.skipped", persona=persona, file=str(file), reason="unreadable", error=str(exc))
                 continue
-            text = self.ix.redact(raw.replace("\r\n", "\n")).rstrip("\n")
-            if not text.strip():
-                continue
-            title = next((ln.lstrip("#").strip() for ln in text.split("\n") if ln.startswith("#")), file.name)
-            docs.append(Document(
-                path=path, source=Source.MEMORY, persona=persona, session=None, turn_id=None,
-                kind=DocKind.MEMORY, title=title[:200], text=text, body=text, content_hash=content_hash(text),
-                timestamp_ms=int(stat.st_mtime * 1000), body_start_line=1,
-            ))
+            doc = self._document(persona, file, path, raw, stat)
+            if quiet.settled_stat(stat, now):
+                self._read[key] = (stamp, doc)
+            if doc is not None:
+                docs.append(doc)
+        for key in [k for k in self._read if k[0] == persona and k not in seen]:
+            del self._read[key]
         return docs
+
+    def _document(self, persona: str, file: Path, path: str, raw: str, stat: os.stat_result) -> Document | None:
+        text = self.ix.redact(raw.replace("\r\n", "\n")).rstrip("\n")
+        if not text.strip():
+            return None
+        title = next((ln.lstrip("#").strip() for ln in text.split("\n") if ln.startswith("#")), file.name)
+        return Document(
+            path=path, source=Source.MEMORY, persona=persona, session=None, turn_id=None,
+            kind=DocKind.MEMORY, title=title[:200], text=text, body=text, content_hash=content_hash(text),
+            timestamp_ms=int(stat.st_mtime * 1000), body_start_line=1,
+        )
 
     def sync(self, persona: str) -> int:
         """Index changed memory files, drop removed ones. Returns documents written."""

@@ -1,0 +1,160 @@
+"""Embedding memory and threads (issue 12): batches bounded by tokens, the ONNX
+Runtime session options, native memory release, and the process metrics.
+The real packaged model and tokenizer; no timing (memory and speed are in the benchmarks)."""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from indexer.embedding import native_memory
+from indexer.embedding.embedder import SPIN_KEYS, FastEmbedder, plan_batches
+from indexer.embedding.factory import make_embedder
+from indexer.runtime.config import load_config
+from indexer.service.metrics import Metrics
+
+WORDS = ("deploy cache token schema migration retry budget latency shard index vector kafka redis postgres jwt "
+         "expiry rollout canary alert queue worker").split()
+
+
+@pytest.fixture(scope="module")
+def small_batches() -> FastEmbedder:
+    return FastEmbedder(max_batch_tokens=512, batch_size=32)
+
+
+def mixed_texts(n: int, seed: int = 5) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.choice((3, 10, 40, 120, 300)))) + f" #{i}"
+            for i in range(n)]
+
+
+# -- token-bounded batches -------------------------------------------------------------------------------
+
+
+def test_plan_batches_bounds_count_and_padded_tokens():
+    rng = random.Random(1)
+    lengths = [rng.randint(3, 256) for _ in range(500)]
+    batches = plan_batches(lengths, 32, 1024)
+    assert sorted(i for b in batches for i in b) == list(range(500))  # every text once
+    for b in batches:
+        longest = max(lengths[i] for i in b)
+        assert len(b) <= 32 and len(b) * longest <= 1024
+    flat = [lengths[i] for b in batches for i in b]
+    assert flat == sorted(flat)  # shortest first: little padding
+    assert plan_batches([300, 5, 5], 32, 256) == [[1, 2], [0]]  # too long alone: a batch of one
+    assert [len(b) for b in plan_batches([10] * 70, 32, 0)] == [32, 32, 6]  # 0: count only
+
+
+def test_the_model_runs_batches_within_the_token_bound(small_batches: FastEmbedder):
+    e = small_batches
+    texts = mixed_texts(60)
+    shapes: list[tuple[int, int]] = []
+    inner = e._model.model
+    run = inner._run_model
+
+    def recording(onnx_input, onnx_output_names=None):
+        shapes.append(tuple(onnx_input["input_ids"].shape))
+        return run(onnx_input, onnx_output_names)
+
+    inner._run_model = recording
+    try:
+        e.calls = e.padded_tokens = e.largest_batch_tokens = 0
+        vectors = e.embed(texts)
+    finally:
+        del inner._run_model
+    lengths = e.model_tokens(texts)
+    assert len(shapes) == e.calls == len(plan_batches(lengths, 32, 512))
+    # what ONNX Runtime actually ran: texts x padded length, within the bound (a lone long text aside)
+    for rows, seq in shapes:
+        assert rows * seq <= 512 or rows == 1
+    assert sum(rows for rows, _ in shapes) == 60
+    assert sum(rows * seq for rows, seq in shapes) == e.padded_tokens
+    assert e.largest_batch_tokens == max(rows * seq for rows, seq in shapes) <= 512
+    assert max(seq for _, seq in shapes) == 256  # the 300-word texts are cut at the window
+    # batching does not change what a text means (int8 dynamic quantization varies in the last digits)
+    for i in (0, 7, 33, 59):
+        single = e.embed([texts[i]])[0]
+        assert float(np.dot(vectors[i], single)) > 0.99
+
+
+def test_a_count_only_bound_runs_the_big_batches_it_used_to():
+    e = FastEmbedder(max_batch_tokens=0, batch_size=32)
+    texts = mixed_texts(64, seed=9)
+    e.embed(texts)
+    assert e.calls == 2 and e.largest_batch_tokens == 32 * 256
+
+
+# -- the ONNX Runtime session ---------------------------------------------------------------------------------
+
+
+def test_the_session_is_built_without_spinning_and_without_the_arena(small_batches: FastEmbedder):
+    options = small_batches.session.get_session_options()  # what ONNX Runtime holds, not what we asked
+    assert [options.get_session_config_entry(k) for k in SPIN_KEYS] == ["0", "0"]
+    assert options.enable_cpu_mem_arena is False
+    assert small_batches.session_options is not None
+
+
+def test_spinning_and_the_arena_can_be_turned_back_on():
+    e = FastEmbedder(allow_spinning=True, cpu_mem_arena=True)
+    options = e.session.get_session_options()
+    assert [options.get_session_config_entry(k) for k in SPIN_KEYS] == ["1", "1"]
+    assert options.enable_cpu_mem_arena is True
+    assert e.embed_query("still answers").shape == (384,)
+
+
+def test_the_config_keys_reach_the_embedder(tmp_path):
+    config = load_config(None, env={"LEDGER_INDEXER_EMBEDDING_MAX_BATCH_TOKENS": "1024",
+                                    "LEDGER_INDEXER_EMBEDDING_ALLOW_SPINNING": "true",
+                                    "LEDGER_INDEXER_EMBEDDING_RELEASE_MEMORY": "false"},
+                         overrides={"index": {"dir": str(tmp_path)}})
+    assert (config.embedding.cpu_mem_arena, config.sync.trim_memory_seconds) == (False, 60.0)  # defaults
+    inner = make_embedder(config).inner
+    assert (inner.max_batch_tokens, inner.allow_spinning, inner.release_memory) == (1024, True, False)
+    options = inner.session.get_session_options()
+    assert options.get_session_config_entry(SPIN_KEYS[0]) == "1" and options.enable_cpu_mem_arena is False
+
+
+# -- native memory ---------------------------------------------------------------------------------------------
+
+
+def test_native_memory_is_released_on_glibc(small_batches: FastEmbedder):
+    if not native_memory.available():
+        pytest.skip("not glibc")
+    assert native_memory.configured()  # FastEmbedder(release_memory=True) fixed the mmap threshold
+    released, seconds = native_memory.trim()
+    assert released >= 0 and seconds >= 0
+    assert native_memory.peak_rss_bytes() >= native_memory.rss_bytes() > 0
+
+
+def test_metrics_export_process_memory_and_the_peak():
+    from fastapi.testclient import TestClient
+
+    from indexer.service.api import create_app
+    from tests.test_api import FakeBackend
+
+    metrics = Metrics()
+    metrics.observe_trim(3 * 2**20, 0.002)
+    with TestClient(create_app(FakeBackend(), admin_token=None, metrics=metrics)) as client:
+        text = client.get("/metrics").text
+    values = {line.split()[0]: float(line.split()[1]) for line in text.splitlines()
+              if line and not line.startswith("#")}
+    assert values["process_resident_memory_bytes"] > 0
+    assert values["ledger_indexer_process_peak_resident_memory_bytes"] >= values["process_resident_memory_bytes"]
+    assert values["process_cpu_seconds_total"] > 0
+    assert values["ledger_indexer_memory_trim_seconds_count"] == 1
+    assert values["ledger_indexer_memory_trim_released_bytes_total"] == 3 * 2**20
+
+
+def test_the_sync_worker_trims_when_idle_and_counts_it(tmp_path):
+    from indexer.service.worker import SyncWorker
+
+    if not native_memory.available():
+        pytest.skip("not glibc")
+    config = load_config(None, env={}, overrides={"index": {"dir": str(tmp_path)}})
+    daemon = SimpleNamespace(config=config, metrics=Metrics())
+    worker = SyncWorker(daemon)
+    worker._trim_memory("idle")
+    assert b"ledger_indexer_memory_trim_seconds_count 1.0" in daemon.metrics.render()
