@@ -34,9 +34,10 @@ import numpy as np
 from exporters.base import SinkError
 from exporters.lancedb.pointer import ACTIVE_FILE, _ActivePointer
 from exporters.lancedb.schema import (
+    DETAIL_COLUMNS,
     FLAT_MAX_ROWS,
-    REFINE_FACTOR,
     RESULT_COLUMNS,
+    refine_factor,
     sql_in,
     sql_str,
     vector_nprobes,
@@ -70,6 +71,11 @@ class Where:
 
 def _as_where(where: Where | str) -> Where:
     return where if isinstance(where, Where) else Where(str(where))
+
+
+def _needs_details(columns: list[str]) -> bool:
+    """Rows queried without the detail columns carry ``_rowid`` for :meth:`Retriever.details`."""
+    return any(c not in columns for c in DETAIL_COLUMNS)
 
 
 class Retriever:
@@ -151,20 +157,58 @@ class Retriever:
                 has = False
         return [c for c in RESULT_COLUMNS if has or c != "turn_seq"]
 
+    def rank_columns(self, table) -> list[str]:
+        """The result columns ranking and the scope check read: query candidates with these,
+        then :meth:`details` for the results shown."""
+        return [c for c in self.columns(table) if c not in DETAIL_COLUMNS]
+
+    def details(self, table, rows: list[dict]) -> list[dict]:
+        """``rows`` (candidates queried with :meth:`rank_columns`) with the other result
+        columns filled in, in place, by one read; a row gone since (deleted by a write in
+        between) is left out of the list returned."""
+        if not rows:
+            return []
+        wanted = [c for c in self.columns(table) if any(c not in row for row in rows)]
+        if not wanted:
+            return list(rows)
+        ids = [row["id"] for row in rows]
+        got: dict[str, dict] = {}
+        rowids = [row.get("_rowid") for row in rows]
+        if all(r is not None for r in rowids):  # a take by row address: no index lookup
+            got = {x["id"]: x for x in table.take_row_ids(rowids).select(["id", *wanted]).to_list()}
+        if set(got) != set(ids):  # a compaction moved rows between the two reads: by key
+            got = {x["id"]: x for x in table.search().where(sql_in("id", ids)).select(["id", *wanted])
+                   .limit(len(ids)).to_list()}
+        out = []
+        for row in rows:
+            found = got.get(row["id"])
+            if found is not None:
+                row.update({c: found[c] for c in wanted})
+                out.append(row)
+        return out
+
     # -- queries --
 
     def nearest(self, table, vector: np.ndarray, where: Where | str, limit: int, columns: list[str]) -> list[dict]:
         """The ``limit`` chunks closest to ``vector`` (cosine) among rows matching ``where``,
         as row dicts with ``_distance`` (the exact cosine distance, by either route)."""
         where = _as_where(where)
-        query = (table.search(vector, vector_column_name="vector").distance_type("cosine")
-                 .where(where.sql, prefilter=True).select([*columns, "_distance"]).limit(limit))
+
+        def knn():  # a fresh builder each time: lancedb's builders change in place
+            return (table.search(vector, vector_column_name="vector").distance_type("cosine")
+                    .where(where.sql, prefilter=True).select([*columns, "_distance"])
+                    .with_row_id(_needs_details(columns)).limit(limit))
+
         nprobes = self.vector_route(table, where)
         if nprobes is None:
-            query = query.bypass_vector_index()
-        else:  # more partitions only when the probed ones hold fewer than `limit` rows passing the filter
-            query = query.minimum_nprobes(nprobes).maximum_nprobes(0).refine_factor(REFINE_FACTOR)
-        return query.to_list()
+            return knn().bypass_vector_index().to_list()
+        rows = knn().nprobes(nprobes).refine_factor(refine_factor(limit)).to_list()
+        if len(rows) < limit and len(rows) < self.count(table, where.sql):
+            # The probed partitions held fewer rows passing the filter than exist: never answer
+            # with fewer rows than exist, search exactly (lance's adaptive ``maximum_nprobes``
+            # is no cheaper: set at all, it probes every partition).
+            return knn().bypass_vector_index().to_list()
+        return rows
 
     def vector_route(self, table, where: Where | str) -> int | None:
         """How :meth:`nearest` searches ``table`` under ``where``: the partitions to probe on
@@ -217,7 +261,8 @@ class Retriever:
         wanted = [*columns, *(["vector"] if with_vectors else []), "_score"]
         try:
             tbl = (table.search(MatchQuery(text, "text"), query_type="fts")
-                   .where(_as_where(where).sql, prefilter=True).select(wanted).limit(limit).to_arrow())
+                   .where(_as_where(where).sql, prefilter=True).select(wanted)
+                   .with_row_id(_needs_details(columns)).limit(limit).to_arrow())
         except Exception as exc:  # a missing or damaged FTS index: never answer as if nothing matched
             raise FtsUnavailable(f"{type(exc).__name__}: {exc}") from exc
         vectors = None
