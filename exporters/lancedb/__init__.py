@@ -80,8 +80,9 @@ Readers in other processes use :class:`Retriever` (:func:`open_retriever`, ``rea
 
 from exporters.lancedb.pointer import ACTIVE_FILE
 from exporters.lancedb.rebuild import LanceRebuild
-from exporters.lancedb.retriever import FtsUnavailable, Retriever, open_retriever
+from exporters.lancedb.retriever import FtsUnavailable, Retriever, Where, open_retriever
 from exporters.lancedb.schema import (
+    DETAIL_COLUMNS,
     RESULT_COLUMNS,
     SCHEMA_VERSION,
     TableBuild,
@@ -94,6 +95,7 @@ from exporters.lancedb.sink import LanceSink, SinkStats
 from exporters.lancedb.store import sweep_tmp_files
 
 __all__ = [
-    "ACTIVE_FILE", "FtsUnavailable", "LanceRebuild", "LanceSink", "RESULT_COLUMNS", "Retriever", "SCHEMA_VERSION",
-    "SinkStats", "TableBuild", "make_schema", "open_retriever", "sql_in", "sql_str", "sweep_tmp_files", "table_name",
+    "ACTIVE_FILE", "DETAIL_COLUMNS", "FtsUnavailable", "LanceRebuild", "LanceSink", "RESULT_COLUMNS", "Retriever",
+    "SCHEMA_VERSION", "SinkStats", "TableBuild", "Where", "make_schema", "open_retriever", "sql_in", "sql_str",
+    "sweep_tmp_files", "table_name",
 ]

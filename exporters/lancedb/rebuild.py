@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,8 @@ from indexer.core.types import Document
 
 if TYPE_CHECKING:
     from exporters.lancedb.sink import LanceSink
+
+log = logging.getLogger("exporters.lancedb")
 
 class LanceRebuild:
     """A forced reindex of one persona, built beside the live table.
@@ -68,8 +71,14 @@ class LanceRebuild:
         with s._lock:
             try:
                 s._optimize(self._table)  # fold every row into FTS/scalar indexes before going live
+                vector_index = None
+                if s._vector_index_due(self._table, None) == "create":  # a big table goes live with its vector index
+                    try:
+                        vector_index = s._build_vector_index(self._table, self.persona, "rebuild")
+                    except SinkError as e:  # searched exactly meanwhile; maintenance builds it later
+                        log.warning("%s", e)
                 with _errors("switching the live table", self.persona, "the old table is still live; retry the reindex"):
-                    s._swap(self.persona, self.table_name)
+                    s._swap(self.persona, self.table_name, vector_index)
             except BaseException:
                 self._state = "failed"
                 s._building.discard(self.table_name)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from lancedb.index import FTS, Bitmap, BTree
+from lancedb.index import FTS, Bitmap, BTree, IvfSq
 
 #: Version of the table's columns (2: ``turn_seq``); a table of another version is rebuilt.
 SCHEMA_VERSION = 2
@@ -35,6 +36,58 @@ INDEXES: dict[str, Any] = {
     "kind": Bitmap,
     "source": Bitmap,
 }
+
+# --------------------------------------------------------------------------- vector index
+#
+# Measured by ``bench/ann.py`` (bench/RESULTS.md "ANN vector index") on the latency corpus
+# (real MiniLM vectors of LoCoMo lines, LoCoMo questions), lancedb 0.40, 2 shared cores.
+
+#: The vector index's name (one per table, on ``vector``): IVF_SQ, cosine. SQ (8-bit scalar
+#: quantisation) keeps recall on filtered queries where PQ/RQ lose it; an IVF_HNSW_SQ builds
+#: ~20x longer for a few ms. Every indexed query refines (re-scores the candidates on the
+#: stored float vectors), so ``_distance`` is the exact cosine distance.
+VECTOR_INDEX = "vector_idx"
+#: Tables with at least this many rows get the index (built by maintenance, never by a write).
+VECTOR_INDEX_MIN_ROWS = 50_000
+#: Rows per IVF partition at training time (lancedb's own default target is 8,192).
+ROWS_PER_PARTITION = 8192
+#: Re-train when the table has grown this much since the index was trained (new rows are
+#: folded into the old partitions, which fit them worse), or the index has this many segments.
+RETRAIN_GROWTH = 2.0
+RETRAIN_SEGMENTS = 8
+#: Partitions probed per query: at least half of them, and at least ``MIN_NPROBES`` (all of
+#: them up to ~330k rows: the whole quantised index is scanned, which is still several times
+#: faster than the exact scan; MiniLM vectors of chat turns have little cluster structure, so
+#: probing a third of the partitions misses neighbours: recall@10 0.73 at 100k).
+MIN_NPROBES = 40
+#: Candidates re-scored exactly: ``REFINE_FACTOR`` per result row, at least ``MIN_REFINE_ROWS``.
+REFINE_FACTOR = 2
+MIN_REFINE_ROWS = 200
+#: A filter matching at most this many rows is searched exactly (``bypass_vector_index``): a
+#: flat scan of a few thousand rows is as fast as the index, and an IVF probe of a selective
+#: filter can miss rows (the probed partitions hold fewer than ``limit`` of them).
+FLAT_MAX_ROWS = 20_000
+
+
+def vector_partitions(rows: int) -> int:
+    """IVF partitions for an index trained on ``rows`` rows."""
+    return max(1, round(rows / ROWS_PER_PARTITION))
+
+
+def vector_index_config(rows: int) -> IvfSq:
+    return IvfSq(distance_type="cosine", num_partitions=vector_partitions(rows))
+
+
+def vector_nprobes(partitions: int) -> int:
+    """Partitions to probe per query on an index of ``partitions`` partitions."""
+    partitions = max(1, partitions)
+    return min(partitions, max(MIN_NPROBES, math.ceil(partitions / 2)))
+
+
+def refine_factor(limit: int) -> int:
+    """The refine factor of an indexed query for ``limit`` results."""
+    return max(REFINE_FACTOR, math.ceil(MIN_REFINE_ROWS / max(1, limit)))
+
 
 _SURROGATES = re.compile("[\ud800-\udfff]")
 
@@ -116,6 +169,11 @@ RESULT_COLUMNS = [
     "id", "path", "chunk_index", "source", "persona", "session", "turn_id", "kind",
     "start_line", "end_line", "text", "timestamp_ms", "turn_seq",
 ]
+#: The result columns only the answer shows (snippet, lines, kind, turn id): ranking and the
+#: scope check read the others. Fetched for the few results, not the hundreds of candidates
+#: (``Retriever.rank_columns`` / ``Retriever.details``): each selected column is a random read
+#: per candidate row (1M rows: 200 candidates with every column 72 ms, without these 50 ms).
+DETAIL_COLUMNS = ["text", "turn_id", "kind", "start_line", "end_line"]
 
 
 # --------------------------------------------------------------------------- pointer file

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import logging
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import timedelta
@@ -19,13 +20,19 @@ from exporters.lancedb.rebuild import LanceRebuild
 from exporters.lancedb.rows import ChunkSettings, document_rows
 from exporters.lancedb.schema import (
     INDEXES,
+    RETRAIN_GROWTH,
+    RETRAIN_SEGMENTS,
     TABLE_PREFIX,
+    VECTOR_INDEX,
+    VECTOR_INDEX_MIN_ROWS,
     TableBuild,
     _clean,
     _generation_of,
     make_schema,
     sql_in,
     table_name,
+    vector_index_config,
+    vector_partitions,
 )
 from exporters.lancedb.store import (
     TMP_SWEEP_AGE_AT_OPEN,
@@ -61,6 +68,15 @@ class SinkStats:
     unindexed_rows: int
     total_bytes: int
     fingerprint: str | None
+    #: The vector index (``IVF_SQ``) or None (every query is an exact scan); its IVF
+    #: partitions and the rows it was trained on; rows in it, rows not yet folded in
+    #: (searched exactly until maintenance folds them in) and its segments (one per fold).
+    vector_index: str | None = None
+    vector_partitions: int | None = None
+    vector_trained_rows: int | None = None
+    vector_indexed_rows: int = 0
+    vector_unindexed_rows: int = 0
+    vector_index_segments: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,6 +102,7 @@ class LanceSink:
         small_fragment_limit: int = 50,
         cleanup_older_than: timedelta = timedelta(minutes=10),
         retire_grace: timedelta = timedelta(minutes=10),
+        vector_index_rows: int | None = VECTOR_INDEX_MIN_ROWS,
     ) -> None:
         self.db_dir = Path(db_dir)
         self.embedder = embedder
@@ -103,6 +120,8 @@ class LanceSink:
         self.small_fragment_limit = small_fragment_limit
         self.cleanup_older_than = cleanup_older_than
         self.retire_grace = retire_grace
+        #: Tables with at least this many rows get a vector index (None: never).
+        self.vector_index_rows = vector_index_rows
         self.commits = 0
         self.optimizations = 0
         self._lock = threading.RLock()
@@ -343,14 +362,17 @@ class LanceSink:
         return sorted(self._active["personas"])
 
     def maintain(self, *, force: bool = False) -> dict[str, Any]:
-        """Scheduled maintenance: optimize live tables, drop retired and orphaned tables, sweep temp files.
+        """Scheduled maintenance: optimize live tables, build their vector indexes, drop retired
+        and orphaned tables, sweep temp files.
 
         A table is optimized (compaction, index update, versions older than
         ``cleanup_older_than`` removed) when it changed since its last
         optimize, has unindexed rows or too many small fragments; ``force``
-        optimizes every table. Returns what was done.
+        optimizes every table. Then its vector index is built when the table
+        reached ``vector_index_rows`` rows, or re-trained when it outgrew it
+        (:meth:`_vector_index_due`). Returns what was done.
         """
-        done: dict[str, Any] = {"optimized": [], "dropped": [], "tmp_removed": 0}
+        done: dict[str, Any] = {"optimized": [], "vector_index": {}, "dropped": [], "tmp_removed": 0}
         with self._lock:
             for persona, entry in list(self._active["personas"].items()):
                 try:
@@ -369,9 +391,77 @@ class LanceSink:
                 if due:
                     self._optimize(tbl)
                     done["optimized"].append(tbl.name)
+                built = self._maintain_vector_index(tbl, persona, entry)
+                if built:
+                    done["vector_index"][tbl.name] = built
             done["dropped"] = self._drop_retired_and_orphans()
             done["tmp_removed"] = sweep_tmp_files(self.db_dir, TMP_SWEEP_AGE_RUNNING)
         return done
+
+    # ------------------------------------------------------------------ vector index
+
+    @staticmethod
+    def _vector_index_of(tbl):
+        """The table's vector index (lancedb ``IndexConfig``), or None."""
+        for ix in tbl.list_indices():
+            if ix.name == VECTOR_INDEX or list(ix.columns) == ["vector"]:
+                return ix
+        return None
+
+    def _vector_index_due(self, tbl, recorded: dict[str, Any] | None) -> str | None:
+        """Why the table's vector index must be (re)built now, or None.
+
+        ``create``: none yet and the table has ``vector_index_rows`` rows; ``grown``: the
+        table has ``RETRAIN_GROWTH`` times the rows the index was trained on (its
+        partitions were fitted to far fewer rows); ``segments``: more than
+        ``RETRAIN_SEGMENTS`` delta segments from folding new rows in; ``unrecorded``: an
+        index whose training the pointer does not record (a crash between the build and
+        the pointer write), so readers would not use it."""
+        if self.vector_index_rows is None:
+            return None
+        rows = int(tbl.count_rows())
+        ix = self._vector_index_of(tbl)
+        if ix is None:
+            return "create" if rows >= max(1, self.vector_index_rows) else None
+        if not recorded:
+            return "unrecorded"
+        if rows >= RETRAIN_GROWTH * max(1, int(recorded.get("trained_rows") or 0)):
+            return "grown"
+        if int(getattr(ix, "num_segments", 1) or 1) > RETRAIN_SEGMENTS:
+            return "segments"
+        return None
+
+    def _build_vector_index(self, tbl, persona: str, reason: str) -> dict[str, Any]:
+        """Train the IVF_SQ index on every row now (``replace``: a re-train swaps it in one
+        commit; queries meanwhile use the old one). Returns its record for the pointer."""
+        rows = int(tbl.count_rows())
+        started = time.perf_counter()
+        with _errors(f"building the vector index of {tbl.name}", persona,
+                     "the table is intact and searched exactly meanwhile; maintenance retries later"):
+            tbl.create_index("vector", config=vector_index_config(rows), replace=True, name=VECTOR_INDEX)
+        seconds = time.perf_counter() - started
+        log.info("lancedb: vector index of %s built (%s): %d rows, %d partitions, %.1f s",
+                 tbl.name, reason, rows, vector_partitions(rows), seconds)
+        return {"type": "IVF_SQ", "partitions": vector_partitions(rows), "trained_rows": rows,
+                "built_ms": _now_ms(), "build_seconds": round(seconds, 2), "reason": reason}
+
+    def _maintain_vector_index(self, tbl, persona: str, entry: dict[str, Any]) -> dict[str, Any] | None:
+        """Build or re-train the live table's vector index when due; record it in the pointer
+        (readers take the partition count from there). Failures are logged: search stays exact."""
+        try:
+            reason = self._vector_index_due(tbl, entry.get("vector_index"))
+            if reason is None:
+                return None
+            info = self._build_vector_index(tbl, persona, reason)
+        except Exception as e:
+            log.warning("lancedb: vector index of %s not built: %s", tbl.name, e)
+            return None
+        data = self._edit_active()
+        live = data["personas"].get(persona)
+        if live is not None and live["table"] == tbl.name:
+            live["vector_index"] = info
+            self._save_active(data)
+        return info
 
     def _drop_retired_and_orphans(self) -> list[str]:
         now = _now_ms()
@@ -442,8 +532,12 @@ class LanceSink:
             with _errors("reading table statistics", persona, "retry"):
                 st = tbl.stats()
                 unindexed = 0
+                vix = None
                 for ix in tbl.list_indices():
                     unindexed = max(unindexed, int(getattr(ix, "num_unindexed_rows", 0) or 0))
+                    if ix.name == VECTOR_INDEX or list(ix.columns) == ["vector"]:
+                        vix = ix
+                recorded = entry.get("vector_index") or {}
                 return SinkStats(
                     persona=persona,
                     table=entry["table"],
@@ -456,14 +550,22 @@ class LanceSink:
                     unindexed_rows=unindexed,
                     total_bytes=int(st.get("total_bytes", 0)),
                     fingerprint=entry.get("fingerprint"),
+                    vector_index=None if vix is None else str(recorded.get("type") or vix.index_type),
+                    vector_partitions=None if vix is None else recorded.get("partitions"),
+                    vector_trained_rows=None if vix is None else recorded.get("trained_rows"),
+                    vector_indexed_rows=0 if vix is None else int(vix.num_indexed_rows or 0),
+                    vector_unindexed_rows=0 if vix is None else int(vix.num_unindexed_rows or 0),
+                    vector_index_segments=0 if vix is None else int(getattr(vix, "num_segments", 1) or 1),
                 )
 
     # ------------------------------------------------------------------ rebuild support
 
-    def _swap(self, persona: str, name: str) -> None:
+    def _swap(self, persona: str, name: str, vector_index: dict[str, Any] | None = None) -> None:
         data = self._edit_active()
         old = data["personas"].get(persona)
         data["personas"][persona] = {**self._meta(), "table": name, "generation": _generation_of(name, persona), "updated_ms": _now_ms()}
+        if vector_index:
+            data["personas"][persona]["vector_index"] = vector_index
         if old and old["table"] != name:
             data["retired"].append({"table": old["table"], "persona": persona, "retired_ms": _now_ms()})
         self._save_active(data)

@@ -19,6 +19,12 @@ from exporters.lancedb.schema import sql_str
 log = logging.getLogger("exporters.lancedb")
 TMP_SWEEP_AGE_AT_OPEN = timedelta(minutes=3)
 TMP_SWEEP_AGE_RUNNING = timedelta(minutes=30)
+#: Index cache of a reader's connection: it must hold the indexes of the tables searched, or
+#: every query reloads them from disk (a 1M-row table: ~390 MB of IVF_SQ vectors, ~90 MB of
+#: FTS and scalar indexes; with 256 MB an indexed persona query at 1M took 215 ms instead
+#: of ~35). Memory is taken only as indexes are used. The writer's stays small.
+READER_INDEX_CACHE_BYTES = 1 << 30
+WRITER_INDEX_CACHE_BYTES = 256 << 20
 
 
 def _connect(db_dir: Path, *, reader: bool) -> lancedb.DBConnection:
@@ -27,7 +33,8 @@ def _connect(db_dir: Path, *, reader: bool) -> lancedb.DBConnection:
         kwargs["read_consistency_interval"] = timedelta(0)
     try:
         kwargs["session"] = lancedb.Session(
-            index_cache_size_bytes=256 << 20, metadata_cache_size_bytes=64 << 20
+            index_cache_size_bytes=READER_INDEX_CACHE_BYTES if reader else WRITER_INDEX_CACHE_BYTES,
+            metadata_cache_size_bytes=64 << 20,
         )
     except Exception:  # pragma: no cover - older/newer Session signature
         pass
