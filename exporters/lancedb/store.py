@@ -14,6 +14,7 @@ from typing import Any
 import lancedb
 
 from exporters.base import SinkError
+from exporters.lancedb.location import IndexLocation
 from exporters.lancedb.schema import sql_str
 
 log = logging.getLogger("exporters.lancedb")
@@ -21,17 +22,12 @@ TMP_SWEEP_AGE_AT_OPEN = timedelta(minutes=3)
 TMP_SWEEP_AGE_RUNNING = timedelta(minutes=30)
 
 
-def _connect(db_dir: Path, *, reader: bool) -> lancedb.DBConnection:
-    kwargs: dict[str, Any] = {}
-    if reader:
-        kwargs["read_consistency_interval"] = timedelta(0)
+def _connect(where: IndexLocation | Path | str, *, reader: bool) -> lancedb.DBConnection:
     try:
-        kwargs["session"] = lancedb.Session(
-            index_cache_size_bytes=256 << 20, metadata_cache_size_bytes=64 << 20
-        )
+        session = lancedb.Session(index_cache_size_bytes=256 << 20, metadata_cache_size_bytes=64 << 20)
     except Exception:  # pragma: no cover - older/newer Session signature
-        pass
-    return lancedb.connect(str(db_dir), **kwargs)
+        session = None
+    return IndexLocation.of(where).connect(reader=reader, session=session)
 
 
 @contextmanager
