@@ -70,6 +70,13 @@ def _paths_of(tbl) -> set[str]:
     return set(t.column("path").to_pylist())
 
 
+def _read_doc_row(tbl, path: str) -> dict | None:
+    """Chunk 0 of a document: its text and whose it is (``source``, ``session``, ``persona``)."""
+    rows = (tbl.search().where(f"id = {sql_str(path + '#0')}")
+            .select(["doc_text", "source", "session", "persona"]).limit(1).to_list())
+    return rows[0] if rows else None
+
+
 def _read_doc(tbl, path: str) -> str | None:
     rows = tbl.search().where(f"id = {sql_str(path + '#0')}").select(["doc_text"]).limit(1).to_list()
     return rows[0]["doc_text"] if rows else None

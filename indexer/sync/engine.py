@@ -425,6 +425,10 @@ def sync_once(
             with UNSCOPED_WRITES:  # one `qmd update` at a time (apply_visibility runs it too)
                 for sink in ix.sinks:
                     sink.after_batch()
+        if not summary.interrupted:
+            # object storage: readers on other machines scope by what the writer publishes
+            # (sessions registered or deleted, build identities); skipped when nothing changed
+            ix.publish_scopes()
     finally:
         reader.close()
         summary.seconds = time.monotonic() - started
