@@ -37,6 +37,7 @@ import socket
 import sys
 import threading
 import time
+import uuid
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,8 @@ log = structlog.get_logger("exporters.lancedb.lease")
 LEASE_PREFIX = "_lease_e"
 #: old epoch tables kept for diagnostics (the newest is always kept)
 KEEP_EPOCHS = 2
+#: after creating an epoch, wait this long and read its first version again (see ``acquire``)
+CONFIRM_SETTLE_S = 1.0
 #: lease-table versions kept: each heartbeat is one small commit, cleaned up as we go
 CLEANUP_EVERY_BEATS = 40
 
@@ -116,6 +119,17 @@ def read_lease(db, epoch: int) -> dict[str, Any] | None:
     return row
 
 
+def _first_holder(tbl) -> dict[str, Any]:
+    """The holder written by the version that created the epoch table."""
+    try:
+        tbl.checkout(1)
+        rows = tbl.to_arrow().to_pylist()
+        tbl.checkout_latest()
+        return json.loads(rows[0]["holder"]) if rows else {}
+    except Exception:
+        return {}
+
+
 def current_holder(db) -> dict[str, Any] | None:
     """The newest lease row (``epoch``, ``holder``, ``heartbeat_ms``, ``released``), or None."""
     found = epochs(db)
@@ -156,13 +170,13 @@ class WriterLease:
 
     @classmethod
     def acquire(cls, db, *, where: str, ttl: timedelta, role: str, writer_dir: Path | str | None = None,
-                holds_local_lock: bool = False) -> WriterLease:
+                holds_local_lock: bool = False, reconnect=None, settle_s: float = CONFIRM_SETTLE_S) -> WriterLease:
         """Take the lease of the index at ``where`` or raise :class:`LeaseHeld`.
 
         ``writer_dir``/``holds_local_lock``: the caller holds the local writer lock of
         that index folder, so a lease left by this machine and folder belongs to a dead
         process and is taken over at once."""
-        me = {"hostname": socket.gethostname(), "pid": os.getpid(), "role": role,
+        me = {"hostname": socket.gethostname(), "pid": os.getpid(), "role": role, "token": uuid.uuid4().hex,
               "index_dir": str(writer_dir) if writer_dir is not None else None,
               "argv": sys.argv[:4], "since_ms": _now_ms()}
         ttl_ms = ttl.total_seconds() * 1000
@@ -187,13 +201,30 @@ class WriterLease:
                     log.warning("lease.takeover_stale", where=where, epoch=top, holder=h)
         epoch = top + 1
         try:
-            db.create_table(lease_table(epoch), _rows(me, epoch), mode="create")
-        except Exception as e:  # another writer created this epoch first (conditional PUT or exists check)
+            created = db.create_table(lease_table(epoch), _rows(me, epoch), mode="create")
+        except Exception as e:  # another writer created this epoch first (seen by Lance's existence check)
             row = read_lease(db, epoch)
-            if row is not None and (row.get("holder") or {}).get("pid") != me["pid"]:
-                raise LeaseHeld(cls._held_message(where, row, ttl)) from None
             if row is None:
                 raise SinkError(f"lancedb: cannot create the writer lease in {where}: {e}") from e
+            raise LeaseHeld(cls._held_message(where, row, ttl)) from None
+        # Two creates racing past the existence check: Lance's conditional PUT lets one write
+        # version 1 and commits the other *as version 2* (measured on S3, moto). The epoch
+        # belongs to whoever wrote version 1. A store that does not enforce If-None-Match
+        # atomically (moto's threaded server checks, then writes) lets both write version 1,
+        # the last one staying: so version 1 is read again through a fresh connection once
+        # both PUTs have landed.
+        first = _first_holder(created) if created.version != 1 else me
+        if first.get("token") == me["token"] and settle_s > 0:
+            time.sleep(settle_s)
+            try:
+                fresh = reconnect() if reconnect is not None else db
+                first = _first_holder(fresh.open_table(lease_table(epoch)))
+            except Exception as e:
+                raise SinkError(f"lancedb: cannot confirm the writer lease in {where}: {e}") from e
+        if first.get("token") != me["token"]:
+            log.warning("lease.race_lost", where=where, epoch=epoch, winner=first)
+            row = read_lease(db, epoch) or {}
+            raise LeaseHeld(cls._held_message(where, {**row, "holder": first}, ttl))
         lease = cls(db, epoch, me, ttl, where)
         lease._drop_old(found)
         log.info("lease.acquired", where=where, epoch=epoch)

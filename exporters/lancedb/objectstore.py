@@ -35,7 +35,8 @@ def open_remote_writer(location: IndexLocation, *, role: str, writer_dir: Path |
     Raises :class:`LeaseHeld` when another writer holds it."""
     db = _connect_checked(location, reader=False)
     lease = WriterLease.acquire(db, where=location.describe(), ttl=location.lease, role=role,
-                                writer_dir=writer_dir, holds_local_lock=writer_dir is not None)
+                                writer_dir=writer_dir, holds_local_lock=writer_dir is not None,
+                                reconnect=lambda: location.connect(reader=True))
     try:
         pointer = TablePointer(db, reader=False, where=f"{location.describe()}/_active", before_commit=lease.check)
         publisher = ScopePublisher(db, location.describe(), before_commit=lease.check,
@@ -52,7 +53,8 @@ def open_publisher(location: IndexLocation, *, role: str, writer_dir: Path | Non
     while no writer runs."""
     db = _connect_checked(location, reader=False)
     lease = WriterLease.acquire(db, where=location.describe(), ttl=location.lease, role=role,
-                                writer_dir=writer_dir, holds_local_lock=writer_dir is not None)
+                                writer_dir=writer_dir, holds_local_lock=writer_dir is not None,
+                                reconnect=lambda: location.connect(reader=True))
     return ScopePublisher(db, location.describe(), before_commit=lease.check, on_close=lease.release,
                           writer={"hostname": socket.gethostname(), "epoch": lease.epoch,
                                   "index_dir": str(writer_dir) if writer_dir else None})
