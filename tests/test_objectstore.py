@@ -345,169 +345,156 @@ def test_two_writer_processes_racing_exactly_one_wins(s3):
             p.wait(timeout=60)
 
 
-# --------------------------------------------------------------------------- end to end: real CLI processes
+# --------------------------------------------------------------------------- end to end: real CLI, real model
 
 
-def _cli(config: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LEDGER_INDEXER_", "AWS_"))}
     env["LANCEDB_LOG"] = "error"
-    return subprocess.run([sys.executable, "-m", "indexer.cli", "--config", str(config), *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return env
 
 
-def _search(config: Path, query: str, *extra: str) -> dict:
-    proc = _cli(config, "search", query, "--persona", "atlas", "-n", "50", "--json", *extra)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+def _wait_ready(proc, base: str, timeout: float = 180) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(base + "/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline, "serve did not become ready"
+        time.sleep(0.3)
 
 
-def test_end_to_end_writer_and_reader_processes(tmp_path, s3, writer, ledger_path):
-    """Sync from a writer process, search and get from a reader process (its own empty folder, no
-    ledger), privacy and project changes on the writer seen by the reader at once, and the reader's
-    status; then a second writer elsewhere is refused."""
+def test_writer_syncs_and_a_reader_process_serves_it_with_the_writers_scopes(tmp_path, s3, writer, ledger_path):
+    """The writer (the CLI's sync, privacy and project commands) and a reader machine: a separate
+    ``ledger-indexer serve`` process with the same ``index.uri``, its own empty folder and no
+    ledger. The writer's changes reach the running reader at once; nothing widens."""
+    import httpx
+
+    from indexer.core.errors import CliError
+    from indexer.service.serve import run_serve
+    from tests.s3_server import free_port
+
     _session_turns(writer, "alpha", 2, "postgres")
     _session_turns(writer, "beta", 2, "postgres")
     uri = s3.bucket()
+    port = free_port()
     wcfg = write_config(tmp_path / "w" / "config.toml", uri=uri, options=s3.options(), index_dir=tmp_path / "w" / "ix",
                         ledger=ledger_path)
-    rcfg = write_config(tmp_path / "r" / "config.toml", uri=uri, options=s3.options(), index_dir=tmp_path / "r" / "ix",
-                        ledger=None)
-    # before any sync the reader refuses (fail closed), with a clear message
-    proc = _cli(rcfg, "search", "postgres", "--persona", "atlas")
-    assert proc.returncode == 1 and "no scope state is published" in proc.stderr
-    proc = _cli(wcfg, "sync", "--json")
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["documents_written"] == 4
-    found = _search(rcfg, "postgres detail")
-    assert {r["session"] for r in found["results"]} == {"alpha", "beta"}
-    path = next(r["path"] for r in found["results"] if r["session"] == "beta")
-    got = _cli(rcfg, "get", path, "--persona", "atlas", "--json")
-    assert got.returncode == 0 and "postgres" in json.loads(got.stdout)["text"]
-    # privacy: made on the writer (no daemon: the CLI takes the lock and lease, publishes, commits)
-    vis = _cli(wcfg, "session", "visibility", "beta", "private")
-    assert vis.returncode == 0, vis.stderr
-    assert {r["session"] for r in _search(rcfg, "postgres detail")["results"]} == {"alpha"}
-    assert _cli(rcfg, "get", path, "--persona", "atlas").returncode == 1  # not visible: not found
-    assert {r["session"] for r in _search(rcfg, "postgres detail", "--session", "beta")["results"]} == {"alpha",
-                                                                                                        "beta"}
-    # project membership
-    assert _cli(wcfg, "project", "add", "p1", "alpha", "beta").returncode == 0
-    proj = _search(rcfg, "postgres detail", "--session", "alpha", "--scope", "project")
-    assert {r["session"] for r in proj["results"]} == {"alpha"}  # beta is private: never widened
-    assert _cli(wcfg, "session", "visibility", "beta", "shared").returncode == 0
-    proj = _search(rcfg, "postgres detail", "--session", "alpha", "--scope", "project")
-    assert {r["session"] for r in proj["results"]} == {"alpha", "beta"}
-    assert _cli(wcfg, "project", "remove", "p1", "beta").returncode == 0
-    proj = _search(rcfg, "postgres detail", "--session", "alpha", "--scope", "project")
-    assert {r["session"] for r in proj["results"]} == {"alpha"}
-    status = _cli(rcfg, "status", "--json")
-    assert status.returncode == 0, status.stderr
-    report = json.loads(status.stdout)
-    assert report["index"]["uri"] == uri and report["personas"]["atlas"]["chunks"] >= 4
+    rcfg = write_config(tmp_path / "r" / "config.toml", uri=uri, options=s3.options(),
+                        index_dir=tmp_path / "r" / "ix", ledger=None, port=port)
+    # before the writer has published anything, a reader refuses to start (fail closed)
+    with pytest.raises(CliError, match="no scope state is published"):
+        run_serve(load_config(rcfg, env={}))
+    done = run_cli("--config", str(wcfg), "sync", "--json", check=True)
+    assert json.loads(done.stdout)["documents_written"] == 4
+    proc = subprocess.Popen([sys.executable, "-m", "indexer.cli", "--config", str(rcfg), "serve"], cwd=ROOT,
+                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+
+    def sessions(**kw) -> set[str]:
+        body = {"query": "postgres detail", "persona": "atlas", "max_results": 50, **kw}
+        r = httpx.post(base + "/v1/memory_search", json=body, timeout=60)
+        assert r.status_code == 200, r.text
+        return {x["session"] for x in r.json()["results"]}
+
+    def cli(*args: str) -> None:
+        result = run_cli("--config", str(wcfg), *args)
+        assert result.returncode == 0, result.stderr
+
+    try:
+        _wait_ready(proc, base)
+        assert sessions() == {"alpha", "beta"}
+        r = httpx.post(base + "/v1/memory_search", json={"query": "postgres detail", "persona": "atlas",
+                                                          "session": "beta", "scope": "session"}, timeout=60)
+        path = r.json()["results"][0]["path"]
+        got = httpx.get(base + "/v1/memory_get", params={"persona": "atlas", "path": path}, timeout=60)
+        assert got.status_code == 200 and "postgres" in got.json()["text"]
+        # privacy: made on the writer (no daemon: the CLI takes the lock and the lease, publishes, commits)
+        cli("session", "visibility", "beta", "private")
+        assert sessions() == {"alpha"}
+        assert httpx.get(base + "/v1/memory_get", params={"persona": "atlas", "path": path},
+                         timeout=60).status_code == 404
+        assert sessions(session="beta") == {"alpha", "beta"}  # a private session still sees itself
+        # project membership
+        cli("project", "add", "p1", "alpha", "beta")
+        assert sessions(session="alpha", scope="project") == {"alpha"}  # beta is private: never widened
+        cli("session", "visibility", "beta", "shared")
+        assert sessions(session="alpha", scope="project") == {"alpha", "beta"}
+        cli("project", "remove", "p1", "beta")
+        assert sessions(session="alpha", scope="project") == {"alpha"}
+        status = httpx.get(base + "/v1/status", timeout=60).json()
+        assert status["index"]["uri"] == uri and status["personas"]["atlas"]["chunks"] >= 4
+        assert httpx.post(base + "/v1/admin/reindex", json={}, timeout=10).status_code in (403, 409)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    assert proc.returncode == 0
     assert not (tmp_path / "r" / "ix" / "state.sqlite").exists()  # a reader keeps no state
-    # one writer per index across machines: a writer with another folder is refused while the lease is fresh
+    report = run_cli("--config", str(rcfg), "status", "--json", check=True)
+    assert json.loads(report.stdout)["index"]["uri"] == uri
+    # one writer per index across machines: while a writer holds the lease, a writer elsewhere is refused
     other = write_config(tmp_path / "w2" / "config.toml", uri=uri, options=s3.options(),
                          index_dir=tmp_path / "w2" / "ix", ledger=ledger_path)
-    # (the first writer released its lease on exit: hold it with a daemon-less writer of our own)
-    loc = IndexLocation(uri, s3.options())
-    held = WriterLease.acquire(_connect(loc, reader=False), where=uri, ttl=timedelta(seconds=60), role="run")
+    held = WriterLease.acquire(_connect(IndexLocation(uri, s3.options()), reader=False), where=uri,
+                               ttl=timedelta(seconds=60), role="run", settle_s=0)
     try:
-        proc = _cli(other, "sync")
-        assert proc.returncode == 1 and "only one writer may use an index" in proc.stderr
+        refused = run_cli("--config", str(other), "sync")
+        assert refused.returncode == 1 and "only one writer may use an index" in refused.stderr
     finally:
         held.release()
 
 
-def test_serve_answers_the_api_read_only(tmp_path, s3, writer, ledger_path):
-    import httpx
-
-    _session_turns(writer, "alpha", 2, "terraform")
-    uri = s3.bucket()
-    wcfg = write_config(tmp_path / "w" / "config.toml", uri=uri, options=s3.options(), index_dir=tmp_path / "w" / "ix",
-                        ledger=ledger_path)
-    from tests.s3_server import free_port
-
-    port = free_port()
-    rcfg = write_config(tmp_path / "r" / "config.toml", uri=uri, options=s3.options(),
-                        index_dir=tmp_path / "r" / "ix", ledger=None, port=port)
-    refused = _cli(rcfg, "serve", timeout=120)
-    assert refused.returncode == 1 and "no scope state is published" in refused.stderr
-    assert _cli(wcfg, "sync").returncode == 0
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LEDGER_INDEXER_", "AWS_"))}
-    proc = subprocess.Popen([sys.executable, "-m", "indexer.cli", "--config", str(rcfg), "serve"], cwd=ROOT,
-                            env={**env, "LANCEDB_LOG": "error"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    try:
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(base + "/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None, proc.stderr.read()
-            assert time.monotonic() < deadline
-            time.sleep(0.3)
-        r = httpx.post(base + "/v1/memory_search", json={"query": "terraform detail", "persona": "atlas"}, timeout=30)
-        assert r.status_code == 200 and {x["session"] for x in r.json()["results"]} == {"alpha"}
-        path = r.json()["results"][0]["path"]
-        g = httpx.get(base + "/v1/memory_get", params={"persona": "atlas", "path": path}, timeout=30)
-        assert g.status_code == 200 and "terraform" in g.json()["text"]
-        assert httpx.get(base + "/v1/status", timeout=30).json()["index"]["uri"] == uri
-        # the writer's change reaches the running reader (refresh 0 here)
-        assert _cli(wcfg, "session", "visibility", "alpha", "private").returncode == 0
-        r = httpx.post(base + "/v1/memory_search", json={"query": "terraform detail", "persona": "atlas"}, timeout=30)
-        assert r.json()["results"] == []
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
-    assert proc.returncode == 0
-
-
 def test_kill_9_of_the_writer_mid_sync_loses_and_duplicates_nothing(tmp_path, s3, writer, ledger_path):
     for s in range(12):
-        _session_turns(writer, f"s{s:02d}", 12, f"topic{s}")  # 144 turns: a few write batches
+        _session_turns(writer, f"s{s:02d}", 12, f"topic{s}")  # 144 turns: several write batches
     uri = s3.bucket()
     wcfg = write_config(tmp_path / "w" / "config.toml", uri=uri, options=s3.options(), index_dir=tmp_path / "w" / "ix",
                         ledger=ledger_path)
     rcfg = write_config(tmp_path / "r" / "config.toml", uri=uri, options=s3.options(),
                         index_dir=tmp_path / "r" / "ix", ledger=None)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LEDGER_INDEXER_", "AWS_"))}
-    proc = subprocess.Popen([sys.executable, "-m", "indexer.cli", "--config", str(wcfg), "sync"], cwd=ROOT,
-                            env={**env, "LANCEDB_LOG": "error"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    # kill it once its persona table has a commit with rows (mid-pass: more batches follow)
-    deadline = time.monotonic() + 240
     loc = IndexLocation(uri, s3.options())
-    killed_after = None
+    proc = subprocess.Popen([sys.executable, "-m", "indexer.cli", "--config", str(wcfg), "sync"], cwd=ROOT,
+                            env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # killed once its persona table has committed rows: the pass has more batches to write
+    deadline = time.monotonic() + 300
+    killed = False
     while time.monotonic() < deadline and proc.poll() is None:
         keys = s3.keys(uri)
-        manifests = [k for k in keys if "/mem_" in k and "/_versions/" in k]
-        if len(manifests) >= 3:  # created, indexed, first upsert
+        # the table's creation and its 7 indexes are versions 1-8, the first batch of rows version 9
+        if any("/_active.lance/_versions/" in k for k in keys) and \
+                len([k for k in keys if "/mem_" in k and "/_versions/" in k]) >= 9:
             proc.send_signal(signal.SIGKILL)
-            killed_after = len(manifests)
+            killed = True
             break
         time.sleep(0.05)
-    proc.wait(timeout=30)
-    assert killed_after is not None, "the sync finished before it could be killed"
-    # the previous version stays readable (by a reader: the pointer names the table, but no scope
-    # state is published until a pass ends: the reader refuses rather than search unscoped)
-    retriever = Retriever(IndexLocation(uri, s3.options()))
-    table = retriever.active_table("atlas")
+    proc.wait(timeout=60)
+    assert killed, "the sync finished before it could be killed"
+    # the last committed version stays readable
+    table = Retriever(loc).active_table("atlas")
     assert table is not None and table.count_rows() > 0
-    before = table.count_rows()
-    # the next sync (the same machine and folder: the dead writer's lease is taken over at once) completes
-    done = _cli(wcfg, "sync", "--json")
+    # no pass ended, so no scope state was published: a reader refuses rather than search unscoped
+    from indexer.embedding.factory import make_embedder
+
+    rconf = load_config(rcfg, env={})
+    embedder = make_embedder(load_config(wcfg, env={}))
+    with pytest.raises(SearchError, match="no scope state is published"):
+        Searcher(rconf, embedder=embedder).search(SearchRequest(query="topic7", persona="atlas"))
+    # the next sync (same machine and folder: the dead writer's lease is taken over at once) completes
+    done = run_cli("--config", str(wcfg), "sync", "--json")
     assert done.returncode == 0, done.stderr
     state = StateDB(tmp_path / "w" / "ix" / "state.sqlite")
     expected = state.paths("atlas")
     state.close()
     assert len(expected) == 144
-    table = Retriever(loc).active_table("atlas")
-    rows = table.search().select(["id", "path"]).limit(None).to_list()
+    rows = Retriever(loc).active_table("atlas").search().select(["id", "path"]).limit(None).to_list()
     ids = [r["id"] for r in rows]
     assert len(ids) == len(set(ids)), "duplicated chunks"
     assert {r["path"] for r in rows} == expected, "lost or stale documents"
-    assert len(rows) >= before
-    found = _search(rcfg, "topic7 detail")
-    assert any(r["session"] == "s07" for r in found["results"])
+    found = Searcher(rconf, embedder=embedder).search(SearchRequest(query="topic7 detail", persona="atlas",
+                                                                     max_results=20))
+    assert "s07" in {r.session for r in found.results}

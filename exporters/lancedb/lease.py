@@ -54,6 +54,8 @@ LEASE_PREFIX = "_lease_e"
 KEEP_EPOCHS = 2
 #: after creating an epoch, wait this long and read its first version again (see ``acquire``)
 CONFIRM_SETTLE_S = 1.0
+#: how long a listed but unreadable newest epoch is re-read before giving up
+UNREADABLE_WAIT_S = 3.0
 #: lease-table versions kept: each heartbeat is one small commit, cleaned up as we go
 CLEANUP_EVERY_BEATS = 40
 
@@ -188,7 +190,15 @@ class WriterLease:
         top = found[-1] if found else 0
         if top:
             row = read_lease(db, top)
-            if row is not None and not row.get("released"):
+            deadline = time.monotonic() + UNREADABLE_WAIT_S
+            while row is None and time.monotonic() < deadline:  # listed but not committed: being created now
+                time.sleep(0.1)
+                row = read_lease(db, top)
+            if row is None:
+                raise LeaseHeld(f"the writer lease {lease_table(top)} in {where} is being taken by another writer "
+                                "right now (or its creation was interrupted); retry. If this persists with no other "
+                                f"writer running, drop the table {lease_table(top)}")
+            if not row.get("released"):
                 h = row.get("holder") or {}
                 mine_dead = (holds_local_lock and writer_dir is not None and h.get("hostname") == me["hostname"]
                              and h.get("index_dir") == str(writer_dir))
