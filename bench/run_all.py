@@ -8,6 +8,7 @@ that does not exist yet is skipped with a note):
 - ``latency``   — ``bench.latency``
 - ``daemon``    — ``bench.daemon_bench``
 - ``kill_campaign`` — ``bench.kill_campaign``
+- ``objectstore`` — ``bench.objectstore``
 
 Each writes its markdown section to ``bench/out/<name>.md`` (run_all also
 accepts ``bench/out/<module name>.md``). With ``--only`` (or
@@ -46,6 +47,7 @@ BENCHES = (
     Bench("daemon", "bench.daemon_bench"),
     Bench("kill_campaign", "bench.kill_campaign"),
     Bench("cli_latency", "bench.cli_latency"),
+    Bench("objectstore", "bench.objectstore"),
 )
 
 

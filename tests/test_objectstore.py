@@ -158,6 +158,27 @@ def test_writer_on_s3_publishes_scopes_and_search_reads_them(tmp_path, s3, write
         ix.close()
 
 
+def test_the_writers_own_searcher_sees_its_published_change_at_once(tmp_path, s3, writer, ledger_path):
+    """The daemon's wiring: its searcher reads the published state (refresh 60 s here) and drops
+    its cached copy whenever its own process publishes."""
+    _session_turns(writer, "alpha", 2, "redis")
+    _session_turns(writer, "beta", 2, "redis")
+    config = s3_config(tmp_path, s3, ledger_path, refresh_seconds=60)
+    emb = FakeEmbedder()
+    ix = fake_indexer(config, emb)
+    searcher = Searcher(config, embedder=emb, state=ix.state)
+    try:
+        sync_once(ix)
+        ix.publisher.listeners.append(searcher.retriever.published.invalidate)
+        req = SearchRequest(query="redis detail", persona="atlas", max_results=20)
+        assert {r.session for r in searcher.search(req).results} == {"alpha", "beta"}
+        apply_visibility(ix, "beta", "private")
+        assert {r.session for r in searcher.search(req).results} == {"alpha"}
+    finally:
+        searcher.close()
+        ix.close()
+
+
 def test_a_failed_publish_rolls_the_change_back(tmp_path, s3, writer, ledger_path):
     _session_turns(writer, "alpha", 1, "x")
     config = s3_config(tmp_path, s3, ledger_path)

@@ -165,6 +165,8 @@ class ScopePublisher:
         self._lock = threading.RLock()
         self._published: str | None = None
         self.publishes = 0
+        #: called after every publish (the writer's own searcher drops its cached copy)
+        self.listeners: list[Callable[[], None]] = []
 
     def publish(self, state: StateDB, *, force: bool = False) -> bool:
         """Publish the state DB's scope state now if it differs from the last one published;
@@ -198,6 +200,8 @@ class ScopePublisher:
                                 "the previous state; the writer publishes again after its next pass") from e
             self._published = digest
             self.publishes += 1
+            for listener in self.listeners:
+                listener()
             log.info("scopes.published", where=self.where, personas=len(snap.personas), projects=len(snap.projects))
             return True
 
@@ -278,5 +282,11 @@ class PublishedScopes:
         return persona in self.snapshot().personas
 
     def invalidate(self) -> None:
+        """Read the state again at the next query (the writer's own process, after it published)."""
         with self._lock:
             self._read_at = None
+            if self._tbl is not None:
+                try:
+                    self._tbl.checkout_latest()
+                except Exception:
+                    self._tbl = None

@@ -64,6 +64,10 @@ class Daemon:
         self.indexer.publish_scopes()  # object storage: readers get the scope state before the first pass ends
         if "lancedb" in config.index.sinks:
             self.searcher = Searcher(config, embedder=embedder, state=self.indexer.state)
+            published = self.searcher.retriever.published
+            if published is not None and self.indexer.publisher is not None:
+                # object storage: this daemon's own searches see its scope changes at once
+                self.indexer.publisher.listeners.append(published.invalidate)
             self.searcher.warm_up()
         self.metrics = Metrics()
         self._start_http()
