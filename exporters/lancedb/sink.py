@@ -464,6 +464,7 @@ class LanceSink:
             return default
 
     def _maintain_small_tables(self) -> None:
+        self._fence()
         try:
             if self.publisher is not None:
                 self.publisher.maintain()

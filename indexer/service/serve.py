@@ -214,10 +214,15 @@ def run_serve(config: Config) -> int:
     log.info("serve.started", index=config.lancedb_uri, api=f"http://{config.api.host}:{server.port}",
              refresh_seconds=config.index.refresh_seconds)
     print(f"serving {config.lancedb_uri} read-only on http://{config.api.host}:{server.port}", flush=True)
+    from indexer.service.sdnotify import Notifier
+
+    notifier = Notifier()  # the shipped unit is Type=notify with a watchdog: serve answers both
+    notifier.ready(status=f"serving {config.lancedb_uri} read-only on port {server.port}")
     try:
         while not stop.wait(0.5):
-            pass
+            notifier.heartbeat()
     finally:
+        notifier.stopping(status="stopping")
         server.request_stop()
         server.stop(timeout=3)
         service.close()
