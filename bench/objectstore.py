@@ -21,11 +21,14 @@ p50/p95 over LoCoMo questions embedded by the real model, in-process
 scope state, refreshed every 2 s, as a reader machine does), first query
 included separately.
 
-1M: built through the same writer into the local folder once (cached under
-``bench/out/objectstore/``); on S3 the 1M table is the local build uploaded
-object by object (building it again over HTTP would take the same writer
-path; its build time is measured at 100k), then queried and maintained
-there.
+1M: bulk-built locally once (the sink's own rows — chunking, pool vectors,
+schema — appended in batches of 20,000 documents, then ``maintain(force=True)``
+builds the indexes; cached under ``bench/out/objectstore/``): the layout a sync
+writes, without its 2,000 merge commits (the sync path is measured at 10k and
+100k). On S3 only up to ``--s3-max`` (default 100k): with no vector index a
+query reads the whole vector column from the store (see the results); with
+``--s3-max 1m`` the local 1M build is uploaded object by object, then queried
+and maintained there.
 
     python -m bench.objectstore [--quick] [--sizes 100k,1m] [--queries N]
 """
