@@ -11,6 +11,7 @@ that does not exist yet is skipped with a note):
 - ``cli_latency`` — ``bench.cli_latency``
 - ``mcp_latency`` — ``bench.mcp_latency``
 - ``noop_pass`` — ``bench.noop_pass``
+- ``objectstore`` — ``bench.objectstore``
 
 Each writes its markdown section to ``bench/out/<name>.md`` (run_all also
 accepts ``bench/out/<module name>.md``). With ``--only`` (or
@@ -51,6 +52,7 @@ BENCHES = (
     Bench("cli_latency", "bench.cli_latency"),
     Bench("mcp_latency", "bench.mcp_latency"),
     Bench("noop_pass", "bench.noop_pass"),
+    Bench("objectstore", "bench.objectstore"),
 )
 
 

@@ -5,6 +5,21 @@ Layout of ``db_dir`` (``<index_dir>/lancedb``)::
     active.json                     persona -> live table (atomic pointer, see below)
     <table>.lance/                  one Lance dataset per persona and generation
 
+On object storage (``index.uri = s3://bucket/prefix``, ``gs://…``, ``az://…``;
+:class:`~exporters.lancedb.location.IndexLocation`) the same database also holds
+three kinds of small Lance tables instead of ``active.json``::
+
+    _active.lance/                  the pointer: one row, ``data`` = the JSON document above
+    _scopes.lance/                  the scope state readers need (exporters.lancedb.published)
+    _lease_e<epoch>.lance/          the writer lease, one table per holder (exporters.lancedb.lease)
+
+Each change of any of them is one Lance commit (a conditional PUT of the
+manifest), so readers on other machines see the old or the new content, never
+a mix; they re-read at most every ``index.refresh_seconds``. The writer checks
+its lease before every commit (``LanceSink._fence``). Temp-file sweeps are a
+local-disk matter; on object storage a killed upload leaves an unfinished
+multipart upload, which a bucket lifecycle rule removes.
+
 Table names
 -----------
 Persona ids are arbitrary strings, so a table is named
@@ -75,7 +90,8 @@ than 30 min). ``maintain()`` runs ``optimize(cleanup_older_than=10 min)``; it
 also runs by itself every ``optimize_every`` commits or when a table has more
 than ``small_fragment_limit`` small fragments.
 
-Readers in other processes use :class:`Retriever` (:func:`open_retriever`, ``read_consistency_interval=0``).
+Readers in other processes use :class:`Retriever` (:func:`open_retriever`, ``read_consistency_interval=0``
+locally, ``index.refresh_seconds`` on object storage, where it also exposes the published scope state).
 """
 
 from exporters.lancedb.pointer import ACTIVE_FILE

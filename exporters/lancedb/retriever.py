@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from exporters.base import SinkError
+from exporters.lancedb.location import IndexLocation
 from exporters.lancedb.pointer import ACTIVE_FILE, _ActivePointer
 from exporters.lancedb.schema import (
     DETAIL_COLUMNS,
@@ -81,10 +82,20 @@ def _needs_details(columns: list[str]) -> bool:
 class Retriever:
     """Read-only access to the persona tables; thread-safe for queries."""
 
-    def __init__(self, db_dir: Path | str) -> None:
-        self.db_dir = Path(db_dir)
-        self._db = _connect(self.db_dir, reader=True)
-        self._pointer = _ActivePointer(self.db_dir / ACTIVE_FILE)
+    def __init__(self, db_dir: Path | str | IndexLocation) -> None:
+        self.location = IndexLocation.of(db_dir)
+        #: object storage: the scope state the writer published (None on a local folder,
+        #: where scopes come from the state DB); see :mod:`exporters.lancedb.objectstore`
+        self.published = None
+        if self.location.is_local:
+            self.db_dir = self.location.path
+            self._db = _connect(self.location, reader=True)
+            self._pointer = _ActivePointer(self.db_dir / ACTIVE_FILE)
+        else:
+            from exporters.lancedb.objectstore import open_remote_reader
+
+            self.db_dir = None
+            self._db, self._pointer, self.published = open_remote_reader(self.location)
         self._tables: dict[str, Any] = {}
         self._has_seq: dict[str, bool] = {}
         self._counts: OrderedDict[tuple[str, str], tuple[int, float]] = OrderedDict()
@@ -286,5 +297,5 @@ class Retriever:
         return _paths_of(table) if table is not None else set()
 
 
-def open_retriever(db_dir: Path | str) -> Retriever:
+def open_retriever(db_dir: Path | str | IndexLocation) -> Retriever:
     return Retriever(db_dir)

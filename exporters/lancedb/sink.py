@@ -15,7 +15,8 @@ from typing import Any
 import pyarrow as pa
 
 from exporters.base import SinkError
-from exporters.lancedb.pointer import ACTIVE_FILE, _ActivePointer, _write_active
+from exporters.lancedb.location import IndexLocation
+from exporters.lancedb.pointer import ACTIVE_FILE, _ActivePointer
 from exporters.lancedb.rebuild import LanceRebuild
 from exporters.lancedb.rows import ChunkSettings, document_rows
 from exporters.lancedb.schema import (
@@ -93,7 +94,7 @@ class LanceSink:
 
     def __init__(
         self,
-        db_dir: Path | str,
+        db_dir: Path | str | IndexLocation,
         embedder: Embedder,
         *,
         chunk_max_tokens: int | None = None,
@@ -103,8 +104,13 @@ class LanceSink:
         cleanup_older_than: timedelta = timedelta(minutes=10),
         retire_grace: timedelta = timedelta(minutes=10),
         vector_index_rows: int | None = VECTOR_INDEX_MIN_ROWS,
+        writer_dir: Path | None = None,
+        role: str = "writer",
     ) -> None:
-        self.db_dir = Path(db_dir)
+        self.location = IndexLocation.of(db_dir)
+        #: the local folder (None on object storage: see ``location``)
+        self.db_dir = self.location.path if self.location.is_local else None
+        self.where = self.location.describe()
         self.embedder = embedder
         window = int(embedder.max_tokens) - 2  # [CLS] + [SEP]
         self.chunk_max_tokens = max(8, min(chunk_max_tokens or DEFAULT_MAX_TOKENS, window))
@@ -128,15 +134,29 @@ class LanceSink:
         self._tables: dict[str, Any] = {}
         self._since_optimize: dict[str, int] = {}
         self._building: set[str] = set()
-        with _errors("opening the database", hint=f"check that {self.db_dir} is a writable directory"):
-            self.db_dir.mkdir(parents=True, exist_ok=True)
-            swept = sweep_tmp_files(self.db_dir, TMP_SWEEP_AGE_AT_OPEN)
-            if swept:
-                log.warning("lancedb: removed %d stale temp files left by a killed writer", swept)
-            self._db = _connect(self.db_dir, reader=False)
-        self._active_path = self.db_dir / ACTIVE_FILE
-        self._pointer = _ActivePointer(self._active_path)
-        self._pointer.get()  # fail early on a damaged pointer file
+        #: on object storage: the writer lease (one writer per index across machines) and the
+        #: publisher of the scope state readers need; None on a local folder
+        self.lease = None
+        self.publisher = None
+        if self.location.is_local:
+            with _errors("opening the database", hint=f"check that {self.db_dir} is a writable directory"):
+                self.db_dir.mkdir(parents=True, exist_ok=True)
+                swept = sweep_tmp_files(self.db_dir, TMP_SWEEP_AGE_AT_OPEN)
+                if swept:
+                    log.warning("lancedb: removed %d stale temp files left by a killed writer", swept)
+                self._db = _connect(self.location, reader=False)
+            self._active_path = self.db_dir / ACTIVE_FILE
+            self._pointer = _ActivePointer(self._active_path)
+        else:
+            from exporters.lancedb.objectstore import open_remote_writer
+
+            self._db, self.lease, self._pointer, self.publisher = open_remote_writer(
+                self.location, role=role, writer_dir=writer_dir)
+        try:
+            self._pointer.get()  # fail early on a damaged pointer
+        except BaseException:
+            self._release_lease()
+            raise
         orphans = self._drop_orphans(0)
         if orphans:
             log.warning("lancedb: dropped %d table(s) of a build killed before its switch: %s",
@@ -154,7 +174,17 @@ class LanceSink:
             self._tables[name] = tbl
         return tbl
 
+    def _fence(self) -> None:
+        """Before every commit on object storage: stop unless this writer still holds the lease."""
+        if self.lease is not None:
+            self.lease.check()
+
+    def _release_lease(self) -> None:
+        if self.lease is not None:
+            self.lease.release()
+
     def _create(self, name: str):
+        self._fence()
         meta = self._meta()
         tbl = self._db.create_table(name, schema=make_schema(int(self.embedder.dim), {k: str(v) for k, v in meta.items()}), mode="overwrite")
         self._ensure_indexes(tbl)
@@ -185,9 +215,9 @@ class LanceSink:
 
     def _save_active(self, data: dict[str, Any]) -> None:
         """Write a new pointer file (a modified deep copy of :attr:`_active`)."""
-        with _errors("writing the table pointer", hint=f"check that {self.db_dir} is writable; the old pointer is intact"):
-            _write_active(self._active_path, data)
-        self._pointer.written(data)
+        self._fence()
+        with _errors("writing the table pointer", hint=f"check that {self.where} is writable; the old pointer is intact"):
+            self._pointer.save(data)
 
     def _edit_active(self) -> dict[str, Any]:
         return copy.deepcopy(self._active)
@@ -272,6 +302,7 @@ class LanceSink:
             else:
                 keep = set(part)
                 sub = rows.filter(pa.array([p in keep for p in path_col]))
+            self._fence()
             with _errors(f"upserting {len(part)} documents", persona):
                 (
                     tbl.merge_insert("id")
@@ -294,6 +325,7 @@ class LanceSink:
             self._optimize(tbl)
 
     def _optimize(self, tbl) -> None:
+        self._fence()
         with _errors(f"optimizing table {tbl.name}", hint="the data is intact; maintenance retries later"):
             self._ensure_indexes(tbl)
             tbl.optimize(cleanup_older_than=self.cleanup_older_than)
@@ -303,6 +335,7 @@ class LanceSink:
     def _delete(self, tbl, paths: list[str], persona: str) -> None:
         for s in range(0, len(paths), SQL_IN_CHUNK):
             part = paths[s : s + SQL_IN_CHUNK]
+            self._fence()
             with _errors(f"deleting {len(part)} documents", persona):
                 tbl.delete(sql_in("path", [_clean(p) for p in part]))
             self._after_commit(tbl)
@@ -355,6 +388,7 @@ class LanceSink:
     def close(self) -> None:
         with self._lock:
             self._tables.clear()
+            self._release_lease()
 
     # ------------------------------------------------------------------ maintenance & status
 
@@ -395,7 +429,10 @@ class LanceSink:
                 if built:
                     done["vector_index"][tbl.name] = built
             done["dropped"] = self._drop_retired_and_orphans()
-            done["tmp_removed"] = sweep_tmp_files(self.db_dir, TMP_SWEEP_AGE_RUNNING)
+            if self.db_dir is not None:
+                done["tmp_removed"] = sweep_tmp_files(self.db_dir, TMP_SWEEP_AGE_RUNNING)
+            else:  # object storage: no temp files (unfinished multipart uploads: a bucket lifecycle rule)
+                self._maintain_small_tables()
         return done
 
     # ------------------------------------------------------------------ vector index
@@ -498,17 +535,35 @@ class LanceSink:
             return dropped
         for n in names:
             if n.startswith(TABLE_PREFIX) and n not in known:
-                base = self.db_dir / f"{n}.lance"
-                try:
-                    mtime = max(p.stat().st_mtime for p in (base, base / "_versions") if p.exists())
-                    age_ms = now - mtime * 1000
-                except (OSError, ValueError):
-                    age_ms = grace_ms
+                age_ms = self._age_ms(n, now, grace_ms)
                 if age_ms >= grace_ms and self._drop_table(n):  # a crashed rebuild's leftover
                     dropped.append(n)
         return dropped
 
+    def _age_ms(self, name: str, now: int, default: float) -> float:
+        """Time since the table's last write (local: file times; object storage: its latest version)."""
+        try:
+            if self.db_dir is not None:
+                base = self.db_dir / f"{name}.lance"
+                mtime = max(p.stat().st_mtime for p in (base, base / "_versions") if p.exists())
+                return now - mtime * 1000
+            versions = self._db.open_table(name).list_versions()
+            stamp = max(v["timestamp"] for v in versions)
+            return now - stamp.timestamp() * 1000
+        except Exception:
+            return default
+
+    def _maintain_small_tables(self) -> None:
+        self._fence()
+        try:
+            if self.publisher is not None:
+                self.publisher.maintain()
+            self._pointer.maintain()
+        except Exception as e:
+            log.warning("lancedb: maintenance of the pointer/scope tables failed: %s", e)
+
     def _drop_table(self, name: str) -> bool:
+        self._fence()
         self._tables.pop(name, None)
         self._since_optimize.pop(name, None)
         try:

@@ -9,11 +9,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import lancedb
 
 from exporters.base import SinkError
+from exporters.lancedb.location import IndexLocation
 from exporters.lancedb.schema import sql_str
 
 log = logging.getLogger("exporters.lancedb")
@@ -27,18 +27,15 @@ READER_INDEX_CACHE_BYTES = 1 << 30
 WRITER_INDEX_CACHE_BYTES = 256 << 20
 
 
-def _connect(db_dir: Path, *, reader: bool) -> lancedb.DBConnection:
-    kwargs: dict[str, Any] = {}
-    if reader:
-        kwargs["read_consistency_interval"] = timedelta(0)
+def _connect(where: IndexLocation | Path | str, *, reader: bool) -> lancedb.DBConnection:
     try:
-        kwargs["session"] = lancedb.Session(
+        session = lancedb.Session(
             index_cache_size_bytes=READER_INDEX_CACHE_BYTES if reader else WRITER_INDEX_CACHE_BYTES,
             metadata_cache_size_bytes=64 << 20,
         )
     except Exception:  # pragma: no cover - older/newer Session signature
-        pass
-    return lancedb.connect(str(db_dir), **kwargs)
+        session = None
+    return IndexLocation.of(where).connect(reader=reader, session=session)
 
 
 @contextmanager
@@ -79,6 +76,13 @@ def _now_ms() -> int:
 def _paths_of(tbl) -> set[str]:
     t = tbl.search().where("chunk_index = 0").select(["path"]).limit(None).to_arrow()
     return set(t.column("path").to_pylist())
+
+
+def _read_doc_row(tbl, path: str) -> dict | None:
+    """Chunk 0 of a document: its text and whose it is (``source``, ``session``, ``persona``)."""
+    rows = (tbl.search().where(f"id = {sql_str(path + '#0')}")
+            .select(["doc_text", "source", "session", "persona"]).limit(1).to_list())
+    return rows[0] if rows else None
 
 
 def _read_doc(tbl, path: str) -> str | None:

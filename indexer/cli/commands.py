@@ -64,7 +64,7 @@ def run_sync(config: Config, *, force: bool = False, personas: Sequence[str] | N
     from indexer.sync.engine import sync_once
 
     with _writer_lock(config, "reindex" if force else "sync"):
-        ix = open_indexer(config)
+        ix = open_indexer(config, role="reindex" if force else "sync")
         try:
             summary = sync_once(ix, force=force, personas=personas, progress=progress, retry_bad=retry_bad)
         except LedgerUnavailable as exc:
@@ -112,6 +112,8 @@ def _state(config: Config) -> StateDB:
 
 
 def run_project(config: Config, args) -> int:
+    if args.action != "list" and config.index.object_store and "lancedb" in config.index.sinks:
+        return _project_published(config, args)
     state = _state(config)
     try:
         if args.action == "list":
@@ -135,6 +137,65 @@ def run_project(config: Config, args) -> int:
         return EXIT_OK
     finally:
         state.close()
+
+
+def _project_published(config: Config, args) -> int:
+    """Object storage: a project change must reach readers on other machines at once, so the
+    one writer makes it: the running daemon (through its admin API), or this process holding
+    the writer lock and lease, publishing before the state DB commits."""
+    from indexer.cli.visibility import scope_publisher
+
+    holder = read_holder(config.index.dir) if config.index.dir.exists() else None
+    if holder is not None and holder.role == "run":
+        return _project_through_daemon(config, args)
+    with _writer_lock(config, "change a project"):
+        publisher = scope_publisher(config, "change a project")
+        state = _state(config)
+        try:
+            unknown = [lbl for lbl in args.labels if state.session(lbl) is None]
+            try:
+                with publisher.change(state):
+                    if args.action == "add":
+                        state.project_add(args.name, args.labels)
+                    else:
+                        removed = state.project_remove(args.name, args.labels)
+            except SinkError as exc:
+                raise CliError(f"{exc} — the change was not made") from None
+        finally:
+            state.close()
+            publisher.close()
+    if args.action == "add":
+        for lbl in unknown:
+            print(f"note: session {lbl!r} is not indexed yet; it joins {args.name!r} when it is", file=sys.stderr)
+        print(f"{args.name}: added {len(args.labels)} session(s) (published)")
+    else:
+        print(f"{args.name}: removed {removed} session(s) (published)")
+    return EXIT_OK
+
+
+def _project_through_daemon(config: Config, args) -> int:
+    import httpx
+
+    from indexer.cli.client import _base_url, _token
+
+    base = _base_url(config)
+    from urllib.parse import quote
+
+    path = f"/v1/admin/projects/{quote(args.name, safe='')}/sessions" + ("" if args.action == "add" else "/remove")
+    try:
+        response = httpx.post(base + path, json={"labels": list(args.labels)},
+                              headers={"Authorization": f"Bearer {_token(config)}"}, timeout=30)
+    except httpx.HTTPError as exc:
+        raise CliError(f"a daemon holds the index but its API did not answer ({exc}); "
+                       "check `journalctl -u ledger-indexer`") from None
+    if response.status_code >= 400:
+        raise CliError(f"the daemon refused the change ({response.status_code}): {response.text}")
+    data = response.json()
+    if args.action == "add":
+        print(f"{args.name}: added {len(args.labels)} session(s) (applied by the running daemon)")
+    else:
+        print(f"{args.name}: removed {data.get('removed', 0)} session(s) (applied by the running daemon)")
+    return EXIT_OK
 
 
 def run_visibility(config: Config, label: str, visibility: str) -> int:

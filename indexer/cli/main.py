@@ -62,6 +62,8 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the daemon: tail the ledger, serve the HTTP API")
     run.add_argument("--demo-hints", action="store_true", help=argparse.SUPPRESS)
 
+    sub.add_parser("serve", help="the HTTP API without sync: a reader machine of an index on object storage")
+
     sync = sub.add_parser("sync", help="run one sync pass and print a summary")
     sync.add_argument("--force", action="store_true", help="rebuild every persona beside the live index")
     sync.add_argument("--persona", action="append", help="only this persona (repeatable)")
@@ -224,6 +226,12 @@ def cmd_mcp(args) -> int:
     return run_mcp(_config(args), persona=args.persona, session=args.session, scope=args.scope)
 
 
+def cmd_serve(args) -> int:
+    from indexer.service.serve import run_serve
+
+    return run_serve(_config(args))
+
+
 def cmd_run(args) -> int:
     from indexer.service.daemon import run_daemon
 
@@ -233,6 +241,7 @@ def cmd_run(args) -> int:
 COMMANDS = {
     "demo": cmd_demo, "redact": cmd_redact, "sync": cmd_sync, "reindex": cmd_reindex, "status": cmd_status,
     "search": cmd_search, "get": cmd_get, "project": cmd_project, "session": cmd_session, "run": cmd_run,
+    "serve": cmd_serve,
     "config": cmd_config,
     "mcp": cmd_mcp,
 }
@@ -244,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("LANCEDB_LOG", "error")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     args = _parser().parse_args(argv)
-    stream = sys.stdout if args.command == "run" else sys.stderr
+    stream = sys.stdout if args.command in ("run", "serve") else sys.stderr
 
     def setup_logging() -> None:
         from indexer.runtime.logs import configure_logging

@@ -84,11 +84,14 @@ def run_get(config_path: str | None, load: ConfigLoader, persona: str, path: str
     else:
         ensure_logging()
         from indexer.search.retrieval import DocumentNotFound, get_document
+        from indexer.search.searcher import SearchError
 
         try:
             found = get_document(config, persona, path, from_line=from_line, lines=lines).as_dict()
         except DocumentNotFound as exc:
             raise CliError(str(exc)) from None
+        except SearchError as exc:
+            raise CliError(str(exc), exc.code) from None
     if as_json:
         _print_json(found)
     else:
@@ -103,6 +106,15 @@ def run_status(config_path: str | None, load: ConfigLoader, *, as_json: bool = F
         report = daemon.answer("GET", "/v1/status")
     else:
         ensure_logging()
+        if config.index.object_store and not config.state_db_path.exists():
+            from indexer.service.serve import published_status  # a reader machine: what the writer published
+
+            report = published_status(config)
+            if as_json:
+                _print_json(report)
+            else:
+                _print_published(report)
+            return EXIT_OK
         if not config.state_db_path.exists():
             raise CliError(f"no index at {config.index.dir}: run `ledger-indexer sync` or start the daemon")
         from indexer.service.status import status_report
@@ -136,3 +148,15 @@ def run_status(config_path: str | None, load: ConfigLoader, *, as_json: bool = F
 STATUS_BAD_SHOWN = 5  # bad turns listed by the text status; --json lists the newest 50
 
 
+
+
+def _print_published(report: dict) -> None:
+    index = report["index"]
+    print(f"index {index['uri']} (reader: no ledger here): scope state published "
+          f"{index.get('published_at') or 'never'}" + (f" ({index['error']})" if index.get("error") else ""))
+    writer = report.get("writer") or {}
+    if writer:
+        print(f"  writer: {writer.get('describe')}")
+    for persona, p in report["personas"].items():
+        print(f"  {persona}: table {p.get('table')}, {p.get('chunks')} chunks, {p.get('private_sessions')} private "
+              f"and {p.get('deleted_sessions')} deleted sessions")

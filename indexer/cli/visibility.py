@@ -53,7 +53,8 @@ def _apply_here(config: Config, label: str, visibility: str) -> VisibilityChange
 
     unscoped = [name for name in config.index.sinks if name == "qmd"]
     only_unscoped = config.model_copy(update={"index": config.index.model_copy(update={"sinks": unscoped})})
-    ix = Indexer(config, sinks=build_sinks(only_unscoped))
+    publisher = scope_publisher(config, "change visibility")
+    ix = Indexer(config, sinks=build_sinks(only_unscoped), publisher=publisher)
     try:
         applied = apply_to_sinks(ix, label, visibility)
     finally:
@@ -61,6 +62,21 @@ def _apply_here(config: Config, label: str, visibility: str) -> VisibilityChange
     if applied is None:
         raise CliError(f"unknown session {label!r}: sync first, or check the label (it is case-sensitive)")
     return VisibilityChange(label, visibility, applied.removed, applied.restored, via_daemon=False)
+
+
+def scope_publisher(config: Config, role: str):
+    """Object storage: a publisher of the scope state holding the writer lease for this one
+    change (the caller holds the local writer lock); None for a local index."""
+    if not (config.index.object_store and "lancedb" in config.index.sinks):
+        return None
+    from exporters.base import SinkError
+    from exporters.lancedb.location import IndexLocation
+    from exporters.lancedb.objectstore import open_publisher
+
+    try:
+        return open_publisher(IndexLocation.from_config(config), role=role, writer_dir=config.index.dir)
+    except SinkError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _through_daemon(config: Config, label: str, visibility: str) -> VisibilityChange:

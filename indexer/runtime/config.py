@@ -42,9 +42,51 @@ class LedgerConfig(_Section):
     max_message_bytes: int = Field(1_000_000, ge=1_000)
 
 
+#: URI schemes LanceDB opens as object storage (``s3+ddb``: S3 with a DynamoDB commit table, for
+#: S3-compatible stores without conditional PUT).
+OBJECT_STORE_SCHEMES = ("s3", "s3+ddb", "gs", "az", "abfss")
+
+
 class IndexConfig(_Section):
     dir: Path = DEFAULT_INDEX_DIR
     sinks: tuple[Literal["lancedb", "qmd"], ...] = ("lancedb",)
+    # Where the LanceDB tables live: "" = <dir>/lancedb; a local folder; or s3://bucket/prefix,
+    # gs://…, az://… (the state DB and the writer lock stay in ``dir``, on the writer machine).
+    uri: str = ""
+    # Passed to LanceDB as they are (credentials, aws_endpoint, aws_region, allow_http, …).
+    storage_options: dict[str, str] = {}
+    # On object storage: how stale a reader may be (table versions, table pointer, scope state), seconds.
+    refresh_seconds: float = Field(2.0, ge=0, le=300)
+    # On object storage: the writer lease; a writer silent this long may be replaced by another.
+    lease_seconds: float = Field(60.0, ge=1, le=3600)
+
+    @field_validator("uri")
+    @classmethod
+    def _uri(cls, value: str) -> str:
+        value = value.strip()
+        scheme, sep, rest = value.partition("://")
+        if sep and scheme.lower() not in (*OBJECT_STORE_SCHEMES, "file"):
+            raise ValueError(f"unsupported scheme {scheme!r}: use a local folder, file://, "
+                             + ", ".join(f"{s}://" for s in OBJECT_STORE_SCHEMES))
+        if sep and scheme.lower() != "file" and not rest.split("/", 1)[0]:
+            raise ValueError(f"{value!r} names no bucket (expected {scheme}://bucket/prefix)")
+        return value
+
+    @field_validator("storage_options", mode="before")
+    @classmethod
+    def _strings(cls, value: object) -> object:
+        if isinstance(value, dict):
+            bad = [k for k, v in value.items() if not isinstance(v, str)]
+            if bad:
+                raise ValueError(f"every value must be a string (LanceDB storage options): {', '.join(bad)}; "
+                                 'quote it, e.g. allow_http = "true"')
+        return value
+
+    @property
+    def object_store(self) -> bool:
+        """True when the LanceDB tables live on object storage (reader machines can search them)."""
+        scheme, sep, _ = self.uri.partition("://")
+        return bool(sep) and scheme.lower() in OBJECT_STORE_SCHEMES
 
     @field_validator("sinks")
     @classmethod
@@ -120,7 +162,15 @@ class Config(_Section):
 
     @property
     def lancedb_dir(self) -> Path:
+        """The local LanceDB folder (``index.uri`` when it is a folder, else ``<index.dir>/lancedb``)."""
+        if self.index.uri and not self.index.object_store:
+            return Path(self.index.uri.removeprefix("file://"))
         return self.index.dir / "lancedb"
+
+    @property
+    def lancedb_uri(self) -> str:
+        """Where LanceDB opens the tables: the local folder, or the object-store URI."""
+        return self.index.uri if self.index.object_store else str(self.lancedb_dir)
 
 
 _SECTIONS: dict[str, type[_Section]] = {
@@ -175,7 +225,10 @@ def _resolve_paths(config: Config, base: Path) -> Config:
     return config.model_copy(
         update={
             "ledger": config.ledger.model_copy(update={"path": fix(config.ledger.path)}),
-            "index": config.index.model_copy(update={"dir": fix(config.index.dir)}),
+            "index": config.index.model_copy(update={
+                "dir": fix(config.index.dir),
+                "uri": config.index.uri if (config.index.object_store or not config.index.uri)
+                else str(fix(Path(config.index.uri.removeprefix("file://"))))}),
             "qmd": config.qmd.model_copy(update={"export_dir": fix(config.qmd.export_dir)}),
             "redaction": config.redaction.model_copy(
                 update={"known_secrets_file": fix(config.redaction.known_secrets_file)}),
@@ -190,6 +243,9 @@ def _format_error(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors():
         key = ".".join(str(x) for x in err["loc"])
+        if key.startswith("index.storage_options"):  # may hold credentials: never echoed
+            parts.append(f"{key}: {err['msg']}")
+            continue
         parts.append(f"{key}: {err['msg']} (got {err.get('input')!r})")
     return "invalid config: " + "; ".join(parts)
 

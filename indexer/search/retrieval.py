@@ -46,8 +46,38 @@ def _stored_text(config: Config, persona: str, path: str) -> str | None:
     return QmdExporter(config.qmd_export_dir).read(persona, path)
 
 
+def _published_text(config: Config, persona: str, path: str, session: str | None, retriever) -> str:
+    """Object storage: whose the document is comes from its own row, the scope from the
+    published state (fail closed, as search)."""
+    from exporters.lancedb import Retriever
+    from exporters.lancedb.location import IndexLocation
+    from exporters.lancedb.store import _read_doc_row
+    from indexer.search.scope_source import PublishedScopeSource
+
+    own = retriever is None
+    retriever = retriever or Retriever(IndexLocation.from_config(config))
+    try:
+        facts = PublishedScopeSource(retriever).scope_facts(persona, session)
+        table = retriever.active_table(persona)
+        row = _read_doc_row(table, path) if table is not None else None
+    finally:
+        if own:
+            retriever.close()
+    not_found = DocumentNotFound(f"no document {path!r} for persona {persona!r} "
+                                 "(paths come from search results: sessions/<label>/turns/<turn>.md)")
+    if row is None:
+        raise not_found
+    scope = resolve(persona, Scope.PERSONA, session, frozenset({"sessions", "memory"}), facts)
+    if not scope.allows({"persona": row["persona"], "source": row["source"], "session": row["session"]}):
+        raise not_found
+    return row["doc_text"]
+
+
 def get_document(config: Config, persona: str, path: str, *, from_line: int = 1, lines: int | None = None,
-                 session: str | None = None, state: StateDB | None = None) -> GetResult:
+                 session: str | None = None, state: StateDB | None = None, retriever=None) -> GetResult:
+    """``retriever``: an open :class:`exporters.lancedb.Retriever` to reuse (object storage)."""
+    if config.index.object_store and "lancedb" in config.index.sinks:
+        return _lines(persona, path, _published_text(config, persona, path, session, retriever), from_line, lines)
     own_state = state is None
     state = state or StateDB(config.state_db_path)
     try:
@@ -66,6 +96,10 @@ def get_document(config: Config, persona: str, path: str, *, from_line: int = 1,
     text = _stored_text(config, persona, path)
     if text is None:
         raise DocumentNotFound(f"{path!r} is recorded but not stored in the index yet: run `ledger-indexer sync`")
+    return _lines(persona, path, text, from_line, lines)
+
+
+def _lines(persona: str, path: str, text: str, from_line: int, lines: int | None) -> GetResult:
     all_lines = text.split("\n")
     start = max(1, from_line)
     chosen = all_lines[start - 1 : (start - 1 + lines) if lines else None]

@@ -199,6 +199,8 @@ class Searcher:
     def __init__(self, config: Config, *, embedder=None, state: StateDB | None = None,
                  ranking_settings: RankingSettings = SHIPPED):
         from exporters.lancedb import Retriever
+        from exporters.lancedb.location import IndexLocation
+        from indexer.search.scope_source import scope_source
 
         if "lancedb" not in config.index.sinks:
             raise SearchError("memory_search needs the lancedb sink: add \"lancedb\" to [index] sinks, then sync",
@@ -206,8 +208,11 @@ class Searcher:
         self.config = config
         # Immutable; the benchmark passes its own per grid point.
         self.ranking = ranking_settings
-        self.state = state or StateDB(config.state_db_path)
-        self.retriever = Retriever(config.lancedb_dir)
+        self.retriever = Retriever(IndexLocation.from_config(config))
+        # The state DB locally; on object storage the scope state the writer published (on every
+        # machine, the writer's too: one path), checked against this process's model.
+        self.state = scope_source(config, self.retriever, lambda: self.embedder.fingerprint) \
+            if state is None or self.retriever.published is not None else state
         self._embedder = embedder
         # Full-text failures: counted (the daemon exports it as a metric) and
         # logged at a limited rate, never swallowed.
@@ -220,7 +225,7 @@ class Searcher:
         if "lancedb" not in config.index.sinks:
             raise SearchError("memory_search needs the lancedb sink: add \"lancedb\" to [index] sinks, then sync",
                               code=1)
-        if not config.state_db_path.exists():
+        if not config.index.object_store and not config.state_db_path.exists():
             raise SearchError(f"no index at {config.index.dir}: run `ledger-indexer sync` or start the daemon")
         return cls(config, **kwargs)
 

@@ -64,9 +64,14 @@ class Daemon:
         config.index.dir.mkdir(parents=True, exist_ok=True)
         self.lock = acquire(config.index.dir, "run", extra={"host": config.api.host, "port": config.api.port})
         embedder = make_embedder(config) if "lancedb" in config.index.sinks else None
-        self.indexer = open_indexer(config, embedder=embedder)
+        self.indexer = open_indexer(config, embedder=embedder, role="run")
+        self.indexer.publish_scopes()  # object storage: readers get the scope state before the first pass ends
         if "lancedb" in config.index.sinks:
             self.searcher = Searcher(config, embedder=embedder, state=self.indexer.state)
+            published = self.searcher.retriever.published
+            if published is not None and self.indexer.publisher is not None:
+                # object storage: this daemon's own searches see its scope changes at once
+                self.indexer.publisher.listeners.append(published.invalidate)
             self.searcher.warm_up()
         self.metrics = Metrics()
         self._start_http()
@@ -272,7 +277,8 @@ Press Ctrl-C to stop.
         from indexer.search.retrieval import get_document
 
         return get_document(self.config, persona, path, from_line=from_line, lines=lines, session=session,
-                            state=self.indexer.state)
+                            state=self.indexer.state,
+                            retriever=self.searcher.retriever if self.searcher is not None else None)
 
     def status(self) -> dict:
         """Never waits for the worker: the state DB is read on this thread's own
@@ -331,11 +337,13 @@ Press Ctrl-C to stop.
         return job.as_dict() if job else None
 
     def project_add(self, name, labels):
-        self.indexer.state.project_add(name, labels)
+        with self.indexer.scope_change():  # object storage: published before it commits
+            self.indexer.state.project_add(name, labels)
         return {"project": name, "sessions": self.indexer.state.projects().get(name, [])}
 
     def project_remove(self, name, labels):
-        removed = self.indexer.state.project_remove(name, labels)
+        with self.indexer.scope_change():
+            removed = self.indexer.state.project_remove(name, labels)
         return {"project": name, "removed": removed, "sessions": self.indexer.state.projects().get(name, [])}
 
     def projects(self):

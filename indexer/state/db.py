@@ -385,6 +385,23 @@ class StateDB:
                 project_peers=frozenset(self.project_peers(session)) if session else frozenset(),
             )
 
+    def scope_state(self) -> dict:
+        """Every fact scope resolution reads, for every persona, in one transaction: what the
+        writer publishes beside the tables on object storage for reader machines
+        (``{"personas": {p: {"private", "deleted", "build"}}, "projects": {name: [labels]}}``)."""
+        S = self.SessionReg
+        with self.db.atomic():
+            personas: dict[str, dict] = {}
+            for persona in sorted({p for (p,) in S.select(S.persona).distinct().tuples()}
+                                  | set(self.personas_indexed())
+                                  | {m.scope for m in self.Meta.select(self.Meta.scope).where(
+                                      self.Meta.key == INDEX_META_KEY)}):
+                identity = self.build_identity(persona)
+                personas[persona] = {"private": sorted(self.private_sessions(persona)),
+                                     "deleted": sorted(self.deleted_sessions(persona)),
+                                     "build": identity.as_dict() if identity else None}
+            return {"personas": personas, "projects": self.projects()}
+
     def deleted_sessions(self, persona: str) -> set[str]:
         S = self.SessionReg
         q = S.select(S.label).where((S.persona == persona) & (S.ledger_status == "deleted"))

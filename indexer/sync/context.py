@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 
 import structlog
 
@@ -58,13 +59,17 @@ def make_redactor(config: Config) -> tuple[Callable[[str], str], str]:
     return (lambda text: redactor.redact(text).text), version
 
 
-def build_sinks(config: Config, *, embedder=None) -> list[Exporter]:
+def build_sinks(config: Config, *, embedder=None, role: str = "writer") -> list[Exporter]:
     sinks: list[Exporter] = []
     for name in config.index.sinks:
         if name == "lancedb":
             from exporters.lancedb import LanceSink
 
-            sinks.append(LanceSink(config.lancedb_dir, embedder if embedder is not None else make_embedder(config)))
+            from exporters.lancedb.location import IndexLocation
+
+            sinks.append(LanceSink(IndexLocation.from_config(config),
+                                   embedder if embedder is not None else make_embedder(config),
+                                   writer_dir=config.index.dir, role=role))
         elif name == "qmd":
             from exporters.qmd import QmdExporter
 
@@ -75,10 +80,16 @@ def build_sinks(config: Config, *, embedder=None) -> list[Exporter]:
 
 class Indexer:
     def __init__(self, config: Config, *, sinks: Sequence[Exporter], state: StateDB | None = None,
-                 redact: Callable[[str], str] | None = None, redaction_version: str | None = None):
+                 redact: Callable[[str], str] | None = None, redaction_version: str | None = None,
+                 publisher=None):
         self.config = config
         self.state = state or StateDB(config.state_db_path)
         self.sinks = list(sinks)
+        #: object storage: publishes the scope state readers on other machines need (the
+        #: LanceDB sink's, or one given for a scope change made without it); None locally
+        self.publisher = publisher or next(
+            (p for p in (getattr(sink, "publisher", None) for sink in self.sinks) if p is not None), None)
+        self._own_publisher = publisher is not None
         if redact is None:
             redact, redaction_version = make_redactor(config)
         self.redact = redact
@@ -129,10 +140,27 @@ class Indexer:
     def sync_memory(self, persona: str) -> int:
         return self.memory.sync(persona)
 
+    def publish_scopes(self) -> bool:
+        """Publish the scope state if it changed (object storage; a no-op locally)."""
+        return self.publisher.publish(self.state) if self.publisher is not None else False
+
+    @contextmanager
+    def scope_change(self):
+        """Wrap a visibility or project change: one state-DB transaction that, on object
+        storage, commits only once readers can see the new scope state."""
+        if self.publisher is None:
+            with self.state.atomic():
+                yield
+        else:
+            with self.publisher.change(self.state):
+                yield
+
     def close(self) -> None:
         if self._kept_reader is not None:
             self._kept_reader[0].close()
             self._kept_reader = None
+        if self._own_publisher and self.publisher is not None:
+            self.publisher.close()
         for sink in self.sinks:
             try:
                 sink.close()
@@ -141,6 +169,7 @@ class Indexer:
         self.state.close()
 
 
-def open_indexer(config: Config, *, embedder=None, sinks: Sequence[Exporter] | None = None) -> Indexer:
+def open_indexer(config: Config, *, embedder=None, sinks: Sequence[Exporter] | None = None,
+                 role: str = "writer") -> Indexer:
     config.index.dir.mkdir(parents=True, exist_ok=True)
-    return Indexer(config, sinks=sinks if sinks is not None else build_sinks(config, embedder=embedder))
+    return Indexer(config, sinks=sinks if sinks is not None else build_sinks(config, embedder=embedder, role=role))

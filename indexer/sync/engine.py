@@ -461,6 +461,10 @@ def sync_once(
             with UNSCOPED_WRITES:  # one `qmd update` at a time (apply_visibility runs it too)
                 for sink in ix.sinks:
                     sink.after_batch()
+        if not summary.interrupted:
+            # object storage: readers on other machines scope by what the writer publishes
+            # (sessions registered or deleted, build identities); skipped when nothing changed
+            ix.publish_scopes()
         ok = True
     finally:
         ix.end_pass_reader(reader, stamp if ok else None)

@@ -178,8 +178,11 @@ def apply_visibility(ix: Indexer, label: str, visibility: str) -> VisibilityAppl
         raise ValueError(f"visibility must be 'private' or 'shared', not {visibility!r}")
     with UNSCOPED_WRITES:
         record = ix.state.session(label)
-        if record is None or not ix.state.set_visibility(label, visibility):
+        if record is None:
             return None
+        with ix.scope_change():  # object storage: readers see it before the state DB commits it
+            if not ix.state.set_visibility(label, visibility):
+                return None
         removed = restored = 0
         if unscoped_sinks(ix):
             try:
