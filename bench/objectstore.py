@@ -8,7 +8,7 @@ the real :class:`exporters.lancedb.LanceSink` (chunking, ``merge_insert`` per
 
 - ``local``: a folder on this machine's disk;
 - ``s3``: a bucket on an S3-compatible server on 127.0.0.1 (moto's server
-  mode, in memory, started here): every read and write goes through Lance's
+  mode, in memory, in its own process): every read and write goes through Lance's
   object-store client over HTTP, as against a cloud bucket, minus the
   network's round trips (add 10-30 ms per cold read in a cloud region).
 
@@ -315,8 +315,8 @@ def report(rows: list[dict], timing: dict, skipped: Sequence[str] = ()) -> str:
 {table}
 
 Queries: {rows[0]['lat']['n'] if rows else 0} per row after one first query, in-process, real query embedding
-included. Load average (1/5/15 min) after each row: {loads}. The S3 server runs in this process's
-machine (moto, in memory, over HTTP on 127.0.0.1): the difference to `local` is Lance's object-store
+included. Load average (1/5/15 min) after each row: {loads}. The S3 server runs on this
+machine (moto, in memory, its own process, over HTTP on 127.0.0.1): the difference to `local` is Lance's object-store
 path (HTTP requests, no page cache, per-request overhead of the server), not a cloud network.
 
 {"Not on S3: " + ", ".join(skipped) + " (see below)." if skipped else ""}
@@ -346,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     random.Random(3).shuffle(questions)
     pool_vecs = real.embed(pool)
     emb = PoolEmbedder(real, pool, pool_vecs)
-    s3 = start_s3()
+    s3 = start_s3(own_process=True)  # its threads must not share this process's GIL
     rows: list[dict] = []
     skipped: list[str] = []
     try:
