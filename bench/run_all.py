@@ -12,6 +12,7 @@ that does not exist yet is skipped with a note):
 - ``mcp_latency`` — ``bench.mcp_latency``
 - ``noop_pass`` — ``bench.noop_pass``
 - ``objectstore`` — ``bench.objectstore``
+- ``ann`` — ``bench.ann``
 
 Each writes its markdown section to ``bench/out/<name>.md`` (run_all also
 accepts ``bench/out/<module name>.md``). With ``--only`` (or
@@ -53,6 +54,7 @@ BENCHES = (
     Bench("mcp_latency", "bench.mcp_latency"),
     Bench("noop_pass", "bench.noop_pass"),
     Bench("objectstore", "bench.objectstore"),
+    Bench("ann", "bench.ann"),
 )
 
 
