@@ -208,7 +208,7 @@ def test_search_ok_shape(client, backend):
     assert body["results"], body
     first = body["results"][0]
     assert set(first) == {"path", "source", "persona", "session", "turn_id", "kind", "start_line", "end_line",
-                          "score", "snippet", "timestamp"}
+                          "score", "snippet", "timestamp", "sessions"}
     assert first["path"] == "sessions/main/turns/t1.md" and first["session"] == "main"
     assert 0.0 <= first["score"] <= 1.0
     # the request reached the backend as the validated SearchRequest
