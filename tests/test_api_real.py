@@ -32,6 +32,11 @@ def test_search_returns_the_decision_with_the_contract_shape(client):
     assert set(top) == {"path", "source", "persona", "session", "turn_id", "kind", "start_line", "end_line",
                         "score", "snippet", "timestamp", "sessions"}
     assert any("15" in h["snippet"] for h in body["results"][:3])
+    # the demo forks main after the JWT decision: that turn comes once, naming both sessions
+    turns = [h["turn_id"] for h in body["results"] if h["turn_id"]]
+    assert len(turns) == len(set(turns))
+    assert any(set(h["sessions"]) == {"main", "main/experiment-paseto"} and h["session"] == h["sessions"][0]
+               for h in body["results"])
     assert all(h["persona"] == "atlas" and 0 <= h["score"] <= 1 for h in body["results"])
 
 
