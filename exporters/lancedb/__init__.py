@@ -107,7 +107,8 @@ from exporters.lancedb.schema import (
     sql_str,
     table_name,
 )
-from exporters.lancedb.sink import LanceSink, SinkStats
+from exporters.lancedb.sink import LanceSink
+from exporters.lancedb.stats import SinkStats
 from exporters.lancedb.store import sweep_tmp_files
 
 __all__ = [

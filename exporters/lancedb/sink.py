@@ -7,7 +7,6 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from exporters.lancedb.schema import (
     vector_index_config,
     vector_partitions,
 )
+from exporters.lancedb.stats import SinkStats
 from exporters.lancedb.store import (
     TMP_SWEEP_AGE_AT_OPEN,
     TMP_SWEEP_AGE_RUNNING,
@@ -54,36 +54,6 @@ log = logging.getLogger("exporters.lancedb")
 MERGE_BATCH_DOCS = 500
 #: Paths per ``delete`` statement.
 SQL_IN_CHUNK = 500
-
-
-@dataclass(frozen=True, slots=True)
-class SinkStats:
-    persona: str
-    table: str | None
-    generation: int | None
-    chunks: int
-    documents: int
-    fragments: int
-    small_fragments: int
-    version: int | None
-    unindexed_rows: int
-    total_bytes: int
-    fingerprint: str | None
-    #: The vector index (``IVF_SQ``) or None (every query is an exact scan); its IVF
-    #: partitions and the rows it was trained on; rows in it, rows not yet folded in
-    #: (searched exactly until maintenance folds them in) and its segments (one per fold).
-    vector_index: str | None = None
-    vector_partitions: int | None = None
-    vector_trained_rows: int | None = None
-    vector_indexed_rows: int = 0
-    vector_unindexed_rows: int = 0
-    vector_index_segments: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-# --------------------------------------------------------------------------- reader
 
 
 class LanceSink:
