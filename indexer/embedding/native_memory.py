@@ -13,6 +13,11 @@ daemon:
 - freed heap pages below the top of an arena stay resident until
   ``malloc_trim`` releases them (:func:`trim`).
 
+pyarrow's default memory pool in the wheels is mimalloc, with per-thread heaps
+that keep their pages (the Arrow tables of query results, built on the API's
+threads): :func:`configure` makes Arrow allocate from the system allocator
+too, so those pages follow the same rules.
+
 Both are no-ops where the C library is not glibc. :func:`rss_bytes` and
 :func:`peak_rss_bytes` read ``/proc/self/status`` (VmRSS, VmHWM), with
 ``getrusage`` as the fallback for the peak.
@@ -60,7 +65,8 @@ def available() -> bool:
 
 
 def configure() -> bool:
-    """Fix glibc's mmap threshold for this process (once). True when it is in effect."""
+    """Fix glibc's mmap threshold for this process and move pyarrow's default pool to
+    the system allocator (once). True when in effect (glibc only)."""
     global _configured
     with _lock:
         if _configured:
@@ -69,7 +75,16 @@ def configure() -> bool:
         if lib is None:
             return False
         _configured = bool(lib.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
+        _arrow_to_system_pool()
         return _configured
+
+
+def _arrow_to_system_pool() -> None:
+    try:
+        import pyarrow
+    except ImportError:  # no Arrow in this process: nothing to move
+        return
+    pyarrow.set_memory_pool(pyarrow.system_memory_pool())
 
 
 def configured() -> bool:
