@@ -47,6 +47,9 @@ def run_search(config_path: str | None, load: ConfigLoader, args, *, as_json: bo
     for r in response["results"]:
         where = f"{r['session']} · " if r.get("session") else ""
         print(f"{r['score']:.3f}  {where}{r['path']}:{r['start_line']}-{r['end_line']}")
+        others = [label for label in r.get("sessions") or [] if label != r.get("session")]
+        if others:  # a turn shared by forked sessions is one result
+            print(f"       also in: {', '.join(others)}")
         for line in r["snippet"].split("\n"):
             print(f"    {line}")
     return EXIT_OK
