@@ -32,7 +32,9 @@ time, which is how a forced reindex switches tables without downtime::
     {"format": 1,
      "personas": {"<persona id>": {"table": "mem_atlas_1a2b3c4d5e6f_g2", "generation": 2,
                                    "fingerprint": "<embedder fingerprint>", "dim": 384,
-                                   "chunking": "lines-v1/200/40", "updated_ms": 1732170000000}},
+                                   "chunking": "lines-v1/200/40", "updated_ms": 1732170000000,
+                                   "vector_index": {"type": "IVF_SQ", "partitions": 12, "trained_rows": 100000,
+                                                    "built_ms": ..., "build_seconds": 4.2, "reason": "create"}}},
      "retired":  [{"table": "mem_atlas_1a2b3c4d5e6f_g1", "persona": "<persona id>", "retired_ms": ...}]}
 
 Retired tables are dropped by :meth:`LanceSink.maintain` once ``retire_grace``
@@ -66,10 +68,21 @@ vector         fixed_size_list<float32>[dim]  L2-normalised embedding of ``text`
 Indexes: FTS on ``text`` (``simple`` tokenizer, English stemming, stop words,
 lower-case, ASCII folding, ``with_position=False``: phrase queries in quotes
 are *not* supported, pass plain terms or ``MatchQuery``), BTREE on ``id`` and
-``path`` and ``timestamp_ms`` (the date prefilter of search), BITMAP on ``session``, ``kind`` and ``source``. No vector index: a
-flat scan is ~50 ms at 100k rows and prefiltered queries are a few ms
-(research/lancedb.md §4). Vectors are unit length: use ``distance_type``
-``cosine`` (or ``l2``/``dot``; they rank identically).
+``path`` and ``timestamp_ms`` (the date prefilter of search), BITMAP on ``session``, ``kind`` and ``source``.
+Vectors are unit length; every query uses ``distance_type`` ``cosine``.
+
+Vector index (``vector_idx``, IVF_SQ, cosine): built by :meth:`LanceSink.maintain`
+(and by a rebuild's commit) once a table has ``VECTOR_INDEX_MIN_ROWS`` rows, never
+by a write; re-trained when the table has doubled since or the index has more
+than ``RETRAIN_SEGMENTS`` segments; its partition count and trained rows are
+recorded in the table's pointer entry (``"vector_index"``), where readers take
+the probe count from. Rows written after the build are searched exactly beside
+the index until maintenance (``optimize``) folds them in. The retriever routes
+each vector query by its filter: the persona scope (a broad filter) through the
+index, probing half the partitions or at least ``MIN_NPROBES`` and re-scoring
+the candidates on the stored vectors (exact cosine distances); a filter matching
+at most ``FLAT_MAX_ROWS`` rows (a session, a project, a date window) exactly.
+Measurements and the choice of parameters: ``bench/ann.py``, bench/RESULTS.md.
 
 Chunks embed the document *body* only (``Document.body_start_line`` on), so
 forks whose headers differ share embeddings through the cache; line numbers
@@ -86,9 +99,11 @@ update matched, insert new, and ``when_not_matched_by_source_delete("path IN
 atomic commit. A process killed mid-write leaves the table at its previous
 version (readable); replaying the batch converges. Partial ``data/.tmp*``
 files such a kill leaves are swept at open (and by ``maintain`` when older
-than 30 min). ``maintain()`` runs ``optimize(cleanup_older_than=10 min)``; it
-also runs by itself every ``optimize_every`` commits or when a table has more
-than ``small_fragment_limit`` small fragments.
+than 30 min). ``maintain()`` runs ``optimize(cleanup_older_than=10 min)`` and
+builds or re-trains the vector index when due; the optimize alone (which folds
+new rows into every index, the vector index included) also runs after a write
+every ``optimize_every`` commits or when a table has more than
+``small_fragment_limit`` small fragments.
 
 Readers in other processes use :class:`Retriever` (:func:`open_retriever`, ``read_consistency_interval=0``
 locally, ``index.refresh_seconds`` on object storage, where it also exposes the published scope state).
