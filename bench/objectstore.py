@@ -292,6 +292,44 @@ def latency(entry: dict, real, questions: Sequence[str], n: int) -> dict:
     return out
 
 
+def modes(entry: dict, real, questions: Sequence[str], n: int) -> dict:
+    """p50/p95 per search mode (where an object store's time goes), persona scope."""
+    from indexer.search.searcher import Searcher, SearchRequest
+
+    searcher = Searcher(entry["config"], embedder=real)
+    out = {}
+    try:
+        for mode in ("vector", "keyword", "hybrid"):
+            reqs = [SearchRequest(query=questions[i % len(questions)], persona=PERSONA, scope="persona", mode=mode)
+                    for i in range(n + 1)]
+            searcher.search(reqs[0])
+            times = []
+            for r in reqs[1:]:
+                t0 = time.perf_counter()
+                searcher.search(r)
+                times.append((time.perf_counter() - t0) * 1000)
+            out[mode] = {"p50": percentile(times, 50), "p95": percentile(times, 95), "n": n}
+            log(f"  {entry['info']['store']} {mode}: p50 {out[mode]['p50']:.0f} ms")
+    finally:
+        searcher.close()
+    return out
+
+
+def modes_report(size: str, rows: dict) -> str:
+    table = md_table(["store", "vector p50 / p95", "keyword p50 / p95", "hybrid p50 / p95"],
+                     [[store] + [f"{m[k]['p50']:.0f} / {m[k]['p95']:.0f} ms" for k in ("vector", "keyword", "hybrid")]
+                      for store, m in rows.items()], align=["l", "r", "r", "r"])
+    return f"""### Where the time goes on object storage ({size}, persona scope, by mode)
+
+{table}
+
+`vector`: a flat scan of the vector column (no vector index), prefiltered by the scope. `keyword`:
+the FTS index and the hits' result columns. `hybrid`: both, and the keyword hits fetch their vectors
+too (exact vector scores for every candidate): 200 rows taken at random positions, one ranged GET
+each on an object store. Load average at the end: {loadavg()}.
+"""
+
+
 def _s(v) -> str:
     return "–" if v is None else fmt_s(v)
 
@@ -333,6 +371,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--s3-queries", type=int, default=None, help="queries per S3 row (default: as --queries, "
                     "20 at 100k: each costs seconds there)")
     ap.add_argument("--s3-max", default="100k", help="largest size also measured on S3 (default 100k)")
+    ap.add_argument("--modes", action="store_true", help="only the per-mode breakdown, local vs S3, at the "
+                    "first size (section objectstore-modes)")
     args = ap.parse_args(argv)
     sizes = (args.sizes or ("10k" if args.quick else "10k,100k,1m")).split(",")
     nq = args.queries or (30 if args.quick else 100)
@@ -349,6 +389,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     s3 = start_s3(own_process=True)  # its threads must not share this process's GIL
     rows: list[dict] = []
     skipped: list[str] = []
+    if args.modes:
+        try:
+            size = sizes[0]
+            local = build_local_cached(size, SIZES[size], emb, pool)
+            remote = build("s3", size, SIZES[size], emb, pool, s3)
+            found = {"local": modes(local, real, questions, nq), "s3": modes(remote, real, questions, nq)}
+        finally:
+            s3.stop()
+        path = write_outputs(f"{NAME}-modes", modes_report(size, found), found)
+        log(f"wrote {path}")
+        return 0
     try:
         for size in sizes:
             n = SIZES[size]
