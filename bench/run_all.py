@@ -9,6 +9,7 @@ that does not exist yet is skipped with a note):
 - ``daemon``    — ``bench.daemon_bench``
 - ``kill_campaign`` — ``bench.kill_campaign``
 - ``noop_pass`` — ``bench.noop_pass``
+- ``embed_memory`` — ``bench.embed_memory``
 
 Each writes its markdown section to ``bench/out/<name>.md`` (run_all also
 accepts ``bench/out/<module name>.md``). With ``--only`` (or
@@ -47,6 +48,7 @@ BENCHES = (
     Bench("daemon", "bench.daemon_bench"),
     Bench("kill_campaign", "bench.kill_campaign"),
     Bench("noop_pass", "bench.noop_pass"),
+    Bench("embed_memory", "bench.embed_memory"),
 )
 
 
