@@ -13,6 +13,7 @@ that does not exist yet is skipped with a note):
 - ``noop_pass`` — ``bench.noop_pass``
 - ``objectstore`` — ``bench.objectstore``
 - ``ann`` — ``bench.ann``
+- ``embed_memory`` — ``bench.embed_memory``
 
 Each writes its markdown section to ``bench/out/<name>.md`` (run_all also
 accepts ``bench/out/<module name>.md``). With ``--only`` (or
@@ -55,6 +56,7 @@ BENCHES = (
     Bench("noop_pass", "bench.noop_pass"),
     Bench("objectstore", "bench.objectstore"),
     Bench("ann", "bench.ann"),
+    Bench("embed_memory", "bench.embed_memory"),
 )
 
 

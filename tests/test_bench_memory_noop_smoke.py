@@ -58,3 +58,22 @@ def test_memory_report_states_the_targets_and_every_run():
     assert "(target ≤ 400 MB: met)" in md
     assert "| after (defaults) | 700 | 710 | 380 | 420 | **350** | 351 / 710 |" in md
     assert md.count("| before | 0 |") == 1 and md.count("| after | 0 |") == 1
+
+
+def test_embed_memory_report_states_what_the_arena_keeps():
+    from bench import embed_memory as E
+
+    assert next(b for b in BENCHES if b.name == "embed_memory").module == "bench.embed_memory"
+    compile(E.CHILD, "<embed child>", "exec")
+
+    def m(after, cpu):
+        return {"loaded_mb": 230.0, "peak_mb": 400.0, "after_mb": after, "texts_per_s": 5.0, "texts_per_cpu_s": cpu,
+                "batches": 20, "largest_batch_tokens": 2048}
+
+    ctx = {"runs": 1, "texts": 60, "load_before": "1", "load_after": "1", "timing": {"total": 1.0},
+           "summary": {"before": m(850.0, 8.0), "arena_kept": m(400.0, 14.0), "after": m(235.0, 12.0),
+                       "no_arena": m(234.0, 9.6)}}
+    md = E.report(ctx)
+    assert "The arena kept for good: 165 MB at 2048 tokens a batch, 615 MB with batches of 32 by count" in md
+    assert "1.25× the texts per CPU second of no arena" in md
+    assert "| **after (defaults)** | 230 | 400 | **235** | +5 | 2,048 | 20 | 5.0 | 12.0 |" in md

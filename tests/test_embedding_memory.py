@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from indexer.embedding import native_memory
-from indexer.embedding.embedder import SPIN_KEYS, FastEmbedder, plan_batches
+from indexer.embedding.embedder import SHRINK_KEY, SPIN_KEYS, FastEmbedder, plan_batches
 from indexer.embedding.factory import make_embedder
 from indexer.runtime.config import load_config
 from indexer.service.metrics import Metrics
@@ -64,7 +64,7 @@ def test_the_model_runs_batches_within_the_token_bound(small_batches: FastEmbedd
         e.calls = e.padded_tokens = e.largest_batch_tokens = 0
         vectors = e.embed(texts)
     finally:
-        del inner._run_model
+        del inner._run_model  # back to fastembed's method
     lengths = e.model_tokens(texts)
     assert len(shapes) == e.calls == len(plan_batches(lengths, 32, 512))
     # what ONNX Runtime actually ran: texts x padded length, within the bound (a lone long text aside)
@@ -90,19 +90,52 @@ def test_a_count_only_bound_runs_the_big_batches_it_used_to():
 # -- the ONNX Runtime session ---------------------------------------------------------------------------------
 
 
-def test_the_session_is_built_without_spinning_and_without_the_arena(small_batches: FastEmbedder):
-    options = small_batches.session.get_session_options()  # what ONNX Runtime holds, not what we asked
+class RecordingSession:
+    """Stands in for the C++ session behind ``InferenceSession``: records the run options each run gets."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.run_options = inner, []
+
+    def run(self, output_names, input_feed, run_options=None):
+        self.run_options.append(run_options)
+        return self.inner.run(output_names, input_feed, run_options)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_the_session_does_not_spin_and_its_arena_is_shrunk_after_every_run(small_batches: FastEmbedder):
+    e = small_batches
+    options = e.session.get_session_options()  # what ONNX Runtime holds, not what we asked
     assert [options.get_session_config_entry(k) for k in SPIN_KEYS] == ["0", "0"]
-    assert options.enable_cpu_mem_arena is False
-    assert small_batches.session_options is not None
+    assert options.enable_cpu_mem_arena is True
+    recorder = RecordingSession(e.session._sess)
+    e.session._sess = recorder
+    e.calls = 0
+    try:
+        e.embed(mixed_texts(20, seed=3))
+        e.embed_query("and the query path too")
+    finally:
+        e.session._sess = recorder.inner
+    assert len(recorder.run_options) == e.calls + 1 >= 3  # every batch and the query
+    assert all(o is not None and o.get_run_config_entry(SHRINK_KEY) == "cpu:0" for o in recorder.run_options)
 
 
-def test_spinning_and_the_arena_can_be_turned_back_on():
-    e = FastEmbedder(allow_spinning=True, cpu_mem_arena=True)
+def test_spinning_and_the_kept_arena_can_be_turned_back_on():
+    e = FastEmbedder(allow_spinning=True, release_memory=False)
     options = e.session.get_session_options()
     assert [options.get_session_config_entry(k) for k in SPIN_KEYS] == ["1", "1"]
-    assert options.enable_cpu_mem_arena is True
+    assert options.enable_cpu_mem_arena is True and e.run_options is None
+    recorder = RecordingSession(e.session._sess)
+    e.session._sess = recorder
     assert e.embed_query("still answers").shape == (384,)
+    e.session._sess = recorder.inner
+    assert recorder.run_options == [None]  # the arena keeps what it grew to, as ONNX Runtime does by default
+
+
+def test_without_the_arena_nothing_is_shrunk():
+    e = FastEmbedder(cpu_mem_arena=False)
+    assert e.session.get_session_options().enable_cpu_mem_arena is False and e.run_options is None
 
 
 def test_the_config_keys_reach_the_embedder(tmp_path):
@@ -110,11 +143,12 @@ def test_the_config_keys_reach_the_embedder(tmp_path):
                                     "LEDGER_INDEXER_EMBEDDING_ALLOW_SPINNING": "true",
                                     "LEDGER_INDEXER_EMBEDDING_RELEASE_MEMORY": "false"},
                          overrides={"index": {"dir": str(tmp_path)}})
-    assert (config.embedding.cpu_mem_arena, config.sync.trim_memory_seconds) == (False, 60.0)  # defaults
+    assert (config.embedding.cpu_mem_arena, config.sync.trim_memory_seconds) == (True, 60.0)  # defaults
     inner = make_embedder(config).inner
     assert (inner.max_batch_tokens, inner.allow_spinning, inner.release_memory) == (1024, True, False)
     options = inner.session.get_session_options()
-    assert options.get_session_config_entry(SPIN_KEYS[0]) == "1" and options.enable_cpu_mem_arena is False
+    assert options.get_session_config_entry(SPIN_KEYS[0]) == "1" and options.enable_cpu_mem_arena is True
+    assert inner.run_options is None  # release_memory = false: the arena is not shrunk
 
 
 # -- native memory ---------------------------------------------------------------------------------------------

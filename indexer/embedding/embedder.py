@@ -12,10 +12,11 @@
   count alone lets 32 long chunks take hundreds of MB. One ONNX Runtime
   session serves documents and queries, built with the options fastembed does
   not expose: worker threads that do not spin (busy-wait) between parallel
-  sections, and the CPU arena off by default (with it, the arena keeps its
-  peak size for the life of the process). With ``release_memory`` glibc's
-  mmap threshold is fixed and freed heap pages are trimmed after each call
-  (:mod:`indexer.embedding.native_memory`).
+  sections, and with ``release_memory`` a CPU arena that is shrunk at the end
+  of every run (``memory.enable_memory_arena_shrinkage``): the arena's speed
+  within a batch, without keeping the largest batch's memory for the life of
+  the process; glibc's mmap threshold is fixed and freed heap pages are
+  trimmed after each call (:mod:`indexer.embedding.native_memory`).
 - :class:`CachedEmbedder` wraps any embedder with a persistent cache keyed by
   (model fingerprint, sha256 of the text), so a body shared by forked
   sessions, a re-sync or a forced reindex of unchanged text embeds nothing.
@@ -53,6 +54,9 @@ DEFAULT_BATCH_SIZE = 32
 DEFAULT_MAX_BATCH_TOKENS = 2048
 #: ONNX Runtime session config keys (onnxruntime_session_options_config_keys.h).
 SPIN_KEYS = ("session.intra_op.allow_spinning", "session.inter_op.allow_spinning")
+#: ONNX Runtime run config key (onnxruntime_run_options_config_keys.h): give the arena's
+#: unused chunks back at the end of every run.
+SHRINK_KEY = "memory.enable_memory_arena_shrinkage"
 #: Upper bound for SQLite IN lists (the default variable limit is 32766; keep statements small).
 CACHE_LOOKUP_CHUNK = 500
 
@@ -144,7 +148,7 @@ class FastEmbedder:
         *,
         models_dir: Path | str | None = None,
         cache_dir: Path | str | None = None,
-        cpu_mem_arena: bool = False,
+        cpu_mem_arena: bool = True,
         max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
         allow_spinning: bool = False,
         release_memory: bool = True,
@@ -162,6 +166,8 @@ class FastEmbedder:
         self.max_batch_tokens = int(max_batch_tokens)
         self.allow_spinning = bool(allow_spinning)
         self.release_memory = bool(release_memory)
+        self.cpu_mem_arena = bool(cpu_mem_arena)
+        self.run_options = None  # onnxruntime.RunOptions of every run, when the arena is shrunk
         self.calls = 0
         self.texts_embedded = 0
         self.padded_tokens = 0
@@ -192,7 +198,7 @@ class FastEmbedder:
                     f"with model.onnx and tokenizer files, or leave it empty for the packaged model"
                 )
         # ONNX Runtime's arena keeps its peak size for the life of the process (the
-        # largest batch's activations, rounded up): off by default, see the README.
+        # largest batch's activations, rounded up) unless it is shrunk after each run.
         kwargs: dict[str, Any] = {"threads": threads, "enable_cpu_mem_arena": bool(cpu_mem_arena),
                                   "lazy_load": True}
         if cache_dir is not None:
@@ -250,6 +256,18 @@ class FastEmbedder:
         if self.session_options is None:
             raise EmbeddingError("fastembed did not pass its session options through add_extra_session_options "
                                  "(an incompatible fastembed version): the session would spin")
+        if self.cpu_mem_arena and self.release_memory:
+            import onnxruntime
+
+            self.run_options = onnxruntime.RunOptions()
+            self.run_options.add_run_config_entry(SHRINK_KEY, "cpu:0")
+            session = inner.model
+            run = session.run  # fastembed's every model call: session.run(output_names, input_feed)
+
+            def run_and_shrink(output_names, input_feed, run_options=None):
+                return run(output_names, input_feed, run_options or self.run_options)
+
+            session.run = run_and_shrink
 
     @property
     def session(self):

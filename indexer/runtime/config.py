@@ -108,11 +108,12 @@ class EmbeddingConfig(_Section):
     batch_size: int = Field(32, ge=1, le=256)
     # padded tokens per model batch (texts x the longest); 0: batches bounded by batch_size only
     max_batch_tokens: int = Field(2048, ge=0)
-    # ONNX Runtime's CPU arena keeps the largest batch's memory for good; true: faster embedding, more RSS
-    cpu_mem_arena: bool = False
+    # ONNX Runtime's CPU arena (faster embedding); with release_memory it is shrunk after every model run
+    cpu_mem_arena: bool = True
     # ONNX Runtime worker threads busy-wait between parallel sections (true: ORT's default)
     allow_spinning: bool = False
-    # glibc: a fixed mmap threshold and malloc_trim after embedding (freed native memory back to the OS)
+    # the arena shrunk after every run; glibc: a fixed mmap threshold, malloc_trim after embedding, Arrow on
+    # the system allocator (freed native memory back to the OS); false: the libraries' defaults
     release_memory: bool = True
 
 

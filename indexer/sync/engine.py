@@ -28,6 +28,7 @@ import structlog
 
 from indexer.core.documents import Skip
 from indexer.core.types import Document, Source
+from indexer.state.db import now_ms
 from indexer.sync.build import Built, build_sessions
 from indexer.sync.context import Indexer
 from indexer.sync.quiet import LedgerStamp, ledger_stamp
@@ -36,7 +37,6 @@ from ledger.reader import LedgerReader
 from ledger.rows import SessionRow
 
 log = structlog.get_logger("indexer.sync")
-from indexer.state.db import now_ms
 from indexer.sync.summary import PersonaSummary, Progress, SyncInterrupted, SyncSummary, check_stop
 from indexer.sync.writes import (
     Target,
