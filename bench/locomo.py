@@ -920,9 +920,9 @@ def calibration_section(c: dict, replay_diff: int | None) -> list[str]:
                   f"({e['n']} queries); **unrelated** — {len(UNRELATED_QUERIES)} questions about nothing the "
                   f"conversations discuss (Kubernetes, Jupiter's moons, …) asked in every conversation "
                   f"({u['n']} queries).", ""]
-    rows = [[f"exact: the line's own turn", *(f"{x:.2f}" for x in e["q"]),
+    rows = [["exact: the line's own turn", *(f"{x:.2f}" for x in e["q"]),
              f"{100 * e['share_ge_0_9']:.0f} % ≥ 0.9; min {e['min']:.2f}; ranked first {100 * e['share_first']:.0f} %"],
-            [f"unrelated: the best result", *(f"{x:.2f}" for x in u["q"]),
+            ["unrelated: the best result", *(f"{x:.2f}" for x in u["q"]),
              f"{100 * u['share_lt_0_1']:.0f} % < 0.1, {100 * u['share_lt_0_3']:.0f} % < 0.3; max {u['max']:.2f}"]]
     lines.append(md_table(["probe", "p10", "p25", "p50", "p75", "p90", ""], rows))
     return lines

@@ -46,7 +46,6 @@ from pathlib import Path
 
 from bench.common import OUT, Timer, file_lock, fmt_s, loadavg, log, md_table, percentile, write_outputs
 from bench.latency import (
-    POOL_SIZE,
     PROJECT,
     PROJECT_SESSIONS,
     PoolEmbedder,
