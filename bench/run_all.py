@@ -6,6 +6,7 @@ that does not exist yet is skipped with a note):
 - ``redaction`` — ``bench.bench_redaction``
 - ``locomo``    — ``bench.locomo``
 - ``latency``   — ``bench.latency``
+- ``ann``       — ``bench.ann``
 - ``daemon``    — ``bench.daemon_bench``
 - ``kill_campaign`` — ``bench.kill_campaign``
 
@@ -43,6 +44,7 @@ BENCHES = (
     Bench("redaction", "bench.bench_redaction"),
     Bench("locomo", "bench.locomo"),
     Bench("latency", "bench.latency"),
+    Bench("ann", "bench.ann"),
     Bench("daemon", "bench.daemon_bench"),
     Bench("kill_campaign", "bench.kill_campaign"),
 )
