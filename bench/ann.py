@@ -186,7 +186,9 @@ def build_index(config, emb) -> tuple[object, dict]:
 
 def search_latency(config, real, questions: Sequence[str], sessions: int, n: int, n_flat: int) -> dict:
     """Hybrid search through the real Searcher: persona and session scope, with and without the
-    index; the variants take turns query by query (and rotate their order)."""
+    index; the variants take turns query by query, in a new (seeded) random order each round:
+    a query right after an exact scan of the whole table runs slower (caches), and a fixed
+    cyclic order would always put the same variant there."""
     from indexer.search.searcher import Searcher
 
     labels = session_labels(sessions)
@@ -198,9 +200,9 @@ def search_latency(config, real, questions: Sequence[str], sessions: int, n: int
     try:
         for w in requests_for("persona", labels, questions, 3, 99):  # warm-up: model, table, indexes
             searcher.search(w)
+        rng = random.Random(17)
         for i in range(n):
-            for j in range(len(variants)):
-                scope, use_index = variants[(i + j) % len(variants)]
+            for scope, use_index in rng.sample(variants, len(variants)):
                 if scope == "persona" and not use_index and i >= n_flat:
                     continue
                 searcher.retriever.use_vector_index = use_index
@@ -243,26 +245,34 @@ def vector_stage(config, real, questions: Sequence[str], n: int, sessions: int) 
         times[key].append((time.perf_counter() - t0) * 1000)
         return res
 
+    def exact(qv, where, limit, columns):
+        retriever.use_vector_index = False
+        try:
+            return retriever.nearest(table, qv, where, limit, columns)
+        finally:
+            retriever.use_vector_index = True
+
+    stages = {
+        "exact": lambda qv: exact(qv, whole, CANDIDATES, cols),
+        "index": lambda qv: retriever.nearest(table, qv, whole, CANDIDATES, cols),
+        "index rank columns + details": lambda qv: retriever.details(
+            table, retriever.nearest(table, qv, whole, CANDIDATES, rank)[:MAX_RESULTS]),
+    }
+    rng = random.Random(23)
     try:
         for i, qv in enumerate(qs):
-            retriever.use_vector_index = False
-            ex = timed("exact", lambda: retriever.nearest(table, qv, whole, CANDIDATES, cols))
-            retriever.use_vector_index = True
-            ix = timed("index", lambda: retriever.nearest(table, qv, whole, CANDIDATES, cols))
-            timed("index rank columns + details", lambda: retriever.details(
-                table, retriever.nearest(table, qv, whole, CANDIDATES, rank)[:MAX_RESULTS]))
+            got = {key: timed(key, lambda: stages[key](qv)) for key in rng.sample(list(stages), len(stages))}
+            ex, ix = got["exact"], got["index"]
             top10 = retriever.nearest(table, qv, whole, 10, cols)
             exact_ids = [r["id"] for r in ex]
             r10.append(len({r["id"] for r in top10} & set(exact_ids[:10])) / min(10, len(exact_ids)))
             r200.append(len({r["id"] for r in ix} & set(exact_ids)) / len(exact_ids))
             short += len(ix) < len(ex)
             if i < max(20, n // 4):  # the private-session exclusion through the index
-                got = retriever.nearest(table, qv, excl, 10, cols)
-                outside += sum(1 for r in got if r["session"] in private)
-                retriever.use_vector_index = False
-                want = retriever.nearest(table, qv, excl, 10, cols)
-                retriever.use_vector_index = True
-                rx10.append(len({r["id"] for r in got} & {r["id"] for r in want}) / max(1, len(want)))
+                got10 = retriever.nearest(table, qv, excl, 10, cols)
+                outside += sum(1 for r in got10 if r["session"] in private)
+                want = exact(qv, excl, 10, cols)
+                rx10.append(len({r["id"] for r in got10} & {r["id"] for r in want}) / max(1, len(want)))
     finally:
         retriever.close()
     out.update({"recall10": float(np.mean(r10)), "recall200": float(np.mean(r200)), "recall10_min": float(min(r10)),

@@ -6,13 +6,13 @@ that does not exist yet is skipped with a note):
 - ``redaction`` — ``bench.bench_redaction``
 - ``locomo``    — ``bench.locomo``
 - ``latency``   — ``bench.latency``
+- ``ann``       — ``bench.ann``
 - ``daemon``    — ``bench.daemon_bench``
 - ``kill_campaign`` — ``bench.kill_campaign``
 - ``cli_latency`` — ``bench.cli_latency``
 - ``mcp_latency`` — ``bench.mcp_latency``
 - ``noop_pass`` — ``bench.noop_pass``
 - ``objectstore`` — ``bench.objectstore``
-- ``ann`` — ``bench.ann``
 - ``embed_memory`` — ``bench.embed_memory``
 
 Each writes its markdown section to ``bench/out/<name>.md`` (run_all also
@@ -49,13 +49,13 @@ BENCHES = (
     Bench("redaction", "bench.bench_redaction"),
     Bench("locomo", "bench.locomo"),
     Bench("latency", "bench.latency"),
+    Bench("ann", "bench.ann"),
     Bench("daemon", "bench.daemon_bench"),
     Bench("kill_campaign", "bench.kill_campaign"),
     Bench("cli_latency", "bench.cli_latency"),
     Bench("mcp_latency", "bench.mcp_latency"),
     Bench("noop_pass", "bench.noop_pass"),
     Bench("objectstore", "bench.objectstore"),
-    Bench("ann", "bench.ann"),
     Bench("embed_memory", "bench.embed_memory"),
 )
 

@@ -135,6 +135,25 @@ def test_the_index_is_retrained_when_the_table_doubled(tmp_path: Path) -> None:
     sink.close()
 
 
+def test_the_index_is_retrained_when_folded_segments_pile_up(tmp_path: Path, monkeypatch) -> None:
+    import exporters.lancedb.sink as sink_mod
+
+    monkeypatch.setattr(sink_mod, "RETRAIN_SEGMENTS", 3)
+    sink = make_sink(tmp_path, rows=100)
+    sink.upsert("atlas", corpus(200))
+    sink.maintain()
+    for k in range(2):  # each maintenance folds the new rows in as one more segment
+        sink.upsert("atlas", corpus(5, start=200 + 5 * k))
+        assert sink.maintain()["vector_index"] == {}
+    assert sink.table_stats("atlas").vector_index_segments == 3
+    sink.upsert("atlas", corpus(5, start=210))
+    (built,) = sink.maintain()["vector_index"].values()
+    assert built["reason"] == "segments" and built["trained_rows"] == 215
+    st = sink.table_stats("atlas")
+    assert st.vector_index_segments == 1 and st.vector_indexed_rows == 215
+    sink.close()
+
+
 def test_an_index_the_pointer_does_not_record_is_retrained(tmp_path: Path) -> None:
     """A crash between the build and the pointer write: readers would not use the index
     (no partition count), so maintenance trains it again and records it."""

@@ -52,9 +52,11 @@ VECTOR_INDEX_MIN_ROWS = 50_000
 #: Rows per IVF partition at training time (lancedb's own default target is 8,192).
 ROWS_PER_PARTITION = 8192
 #: Re-train when the table has grown this much since the index was trained (new rows are
-#: folded into the old partitions, which fit them worse), or the index has this many segments.
+#: folded into the old partitions, which fit them worse), or the index has more segments
+#: than this: every optimize that folds new rows in adds a delta segment, and a query
+#: searches each (at 100k rows, 25 segments cost ~10 % more per query than 1).
 RETRAIN_GROWTH = 2.0
-RETRAIN_SEGMENTS = 8
+RETRAIN_SEGMENTS = 16
 #: Partitions probed per query: at least half of them, and at least ``MIN_NPROBES`` (all of
 #: them up to ~330k rows: the whole quantised index is scanned, which is still several times
 #: faster than the exact scan; MiniLM vectors of chat turns have little cluster structure, so
