@@ -323,6 +323,7 @@ def _build_index(samples: Sequence[dict], *, allow_no_redaction: bool, rebuild: 
     from indexer.embedding.factory import make_embedder
     from indexer.embedding.embedder import CachedEmbedder
     from indexer.sync.engine import sync_once
+    from indexer.sync.progress import ProgressTotals
 
     key = index_key(samples)
     base = OUT / "locomo-index"
@@ -360,10 +361,12 @@ def _build_index(samples: Sequence[dict], *, allow_no_redaction: bool, rebuild: 
     ix = Indexer(config, sinks=build_sinks(config, embedder=embedder), **kwargs)
     last = [0.0]
 
-    def progress(persona: str, done_n: int, total: int) -> None:
-        if done_n >= 0 and time.monotonic() - last[0] > 20:
+    def show(state) -> None:
+        if time.monotonic() - last[0] > 20:
             last[0] = time.monotonic()
-            log(f"sync {persona}: {done_n}/{total} sessions")
+            log("sync: " + ", ".join(f"{p} {v.done}/{v.total} documents" for p, v in state.items()))
+
+    progress = ProgressTotals(on_change=show)
 
     misses_before = embedder.misses
     texts_before = real.inner.texts_embedded

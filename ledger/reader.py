@@ -145,6 +145,25 @@ class LedgerReader:
                 )
         return out
 
+    def ancestry_lengths(self, persona: str, *, history_range: tuple[int, int] | None = None) -> dict[str, int]:
+        """Per session of ``persona`` that is not deleted (only those with a history row in
+        ``history_range`` when given): how many distinct turns its head's ancestry names.
+        One query, counted by SQLite's JSON functions without loading the ancestries: what a
+        progress bar needs before the work starts. A session whose ancestry is not a JSON
+        array counts 0 (the sync skips it); a missing one counts 1 (the head alone)."""
+        sql = (
+            "SELECT s.label, CASE WHEN t.ancestry IS NULL THEN 1"
+            " WHEN json_valid(t.ancestry) AND json_type(t.ancestry) = 'array'"
+            " THEN max(1, (SELECT count(DISTINCT j.value) FROM json_each(t.ancestry) AS j)) ELSE 0 END"
+            " FROM sessions AS s JOIN threads AS t ON t.turn_id = s.thread_id"
+            " WHERE s.persona_id = ? AND s.status IS NOT 'deleted'"
+        )
+        params: list = [persona]
+        if history_range is not None:
+            sql += " AND s.label IN (SELECT session_label FROM session_history WHERE id > ? AND id <= ?)"
+            params += [history_range[0], history_range[1]]
+        return {label: int(n or 0) for label, n in self.db.execute_sql(sql, params).fetchall()}
+
     def threads(self, turn_ids: Iterable[str]) -> dict[str, ThreadRow]:
         out: dict[str, ThreadRow] = {}
         t = self.m.Thread

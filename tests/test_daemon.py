@@ -6,6 +6,7 @@ import json
 import random
 import signal
 import socket
+import re
 import subprocess
 import sys
 import time
@@ -83,6 +84,13 @@ def test_new_turns_from_a_writer_process_appear_in_search(setup):
         assert atlas["documents"] == 41 and atlas["chunks"] >= 41 and atlas["model"]
         metrics = httpx.get(d.base + "/metrics").text
         assert "ledger_indexer_syncs_total" in metrics and "ledger_indexer_query_duration_seconds" in metrics
+        (build,) = [line for line in metrics.splitlines() if line.startswith("ledger_indexer_build_info{")]
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', build))
+        assert labels["role"] == "run" and labels["model"] == atlas["model"].split("@")[0]
+        assert labels["document_format"] == "doc-v1" and labels["redaction"].startswith("1.")
+        assert {"version", "python", "lancedb", "fastembed", "sinks"} <= set(labels) and build.endswith(" 1.0")
+        assert re.search(r"^process_resident_memory_bytes \d", metrics, re.M)
+        assert re.search(r"^process_cpu_seconds_total \d", metrics, re.M)
     finally:
         assert d.stop() == 0
     assert_converged(tmp, ledger)

@@ -92,3 +92,5 @@ def test_reindex_progress_polled_mid_reindex_never_fails(daemon):
             break
     assert codes == {200} and state == "done"
     assert seen_running > 0  # the polls really happened while the reindex ran
+    # progress is counted in documents: the 60 turns, planned before the first was built
+    assert job.json()["progress"] == {"atlas": {"done": 60, "total": 60}}

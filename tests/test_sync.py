@@ -16,6 +16,7 @@ from indexer.sync.context import Indexer
 from indexer.core.safe_names import safe_segment
 from indexer.state.db import CURSOR_KEY
 from indexer.sync.engine import sync_once
+from indexer.sync.progress import ProgressTotals
 from ledger.writer import ToolUse
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -340,12 +341,14 @@ def test_stop_event_interrupts_between_writes_and_next_pass_converges(writer, ma
     stop = threading.Event()
     calls = []
 
-    def progress(persona, done, total):
-        calls.append(done)
-        if len(calls) == 2:
-            stop.set()
+    class StopAfterTwoWrites(ProgressTotals):
+        def advanced(self, persona, documents):
+            super().advanced(persona, documents)
+            calls.append(documents)
+            if len(calls) == 2:
+                stop.set()
 
-    summary = sync_once(ix, stop=stop, progress=progress)
+    summary = sync_once(ix, stop=stop, progress=StopAfterTwoWrites())
     assert summary.interrupted and 0 < summary.documents_written < 200
     assert ix.state.get_cursor("atlas") is None  # a backfill sets its cursor only when complete
     sync_once(ix)

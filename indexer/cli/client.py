@@ -48,7 +48,7 @@ def follow_reindex(config: Config, *, personas=None, as_json: bool = False) -> i
     job = response.json()
     print(f"reindex {job['job_id']} delegated to the running daemon (search keeps answering meanwhile)",
           file=sys.stderr)
-    bars: dict[str, tqdm] = {}
+    bar = None
     while True:
         try:
             reply = httpx.get(base + "/v1/admin/reindex", headers=headers, timeout=10)
@@ -57,16 +57,20 @@ def follow_reindex(config: Config, *, personas=None, as_json: bool = False) -> i
             job = reply.json()
         except (httpx.HTTPError, ValueError) as exc:
             raise CliError(f"lost the daemon while following the reindex: {exc}") from None
-        for persona, p in (job.get("progress") or {}).items():
-            bar = bars.get(persona) or bars.setdefault(
-                persona, tqdm(total=p["total"], desc=f"reindex {persona}", unit="session", file=sys.stderr,
-                              disable=not sys.stderr.isatty()))
-            bar.n = p["done"]
-            bar.refresh()
+        progress = (job.get("progress") or {}).values()
+        if progress and sys.stderr.isatty():
+            # One bar in documents over every persona (the daemon counts them all before it starts).
+            done, total = sum(p["done"] for p in progress), sum(p.get("total") or 0 for p in progress)
+            if bar is None:
+                # initial=: what was done before the first poll is not counted in the rate
+                bar = tqdm(total=max(total, done), initial=done, desc="reindex", unit="doc", file=sys.stderr,
+                           dynamic_ncols=True)
+            bar.total = max(total, done)
+            bar.update(done - bar.n)
         if job.get("state") in ("done", "failed"):
             break
         time.sleep(POLL_S)
-    for bar in bars.values():
+    if bar is not None:
         bar.close()
     if as_json:
         _print_json(job)

@@ -16,6 +16,7 @@ from indexer.cli.common import print_json as _print_json
 from indexer.runtime.config import Config
 from indexer.state.db import StateDB
 from indexer.state.lock import LockHeldError, acquire, read_holder
+from indexer.sync.progress import Progress
 from ledger.connection import LedgerUnavailable
 
 log = structlog.get_logger("indexer.cli")
@@ -38,35 +39,20 @@ def _writer_lock(config: Config, role: str):
         raise CliError(str(exc)) from None
 
 
-def _tqdm_progress():
-    from tqdm import tqdm
-
-    bars: dict[str, tqdm] = {}
-
-    def progress(persona: str, done: int, total: int) -> None:
-        if done < 0:  # a heartbeat, not a position
-            return
-        bar = bars.get(persona)
-        if bar is None:
-            bar = bars[persona] = tqdm(total=total, desc=f"reindex {persona}", unit="session", file=sys.stderr,
-                                       disable=not sys.stderr.isatty())
-        bar.n = done
-        bar.refresh()
-        if done >= total:
-            bar.close()
-
-    return progress
-
-
 def run_sync(config: Config, *, force: bool = False, personas: Sequence[str] | None = None,
-             as_json: bool = False, progress=None, retry_bad: bool = False) -> int:
+             as_json: bool = False, progress: Progress | None = None, retry_bad: bool = False) -> int:
+    """One sync pass here, under the writer lock. ``progress``: where the counts go (default:
+    one bar in documents on a terminal, ``sync.progress`` log events elsewhere)."""
+    from indexer.cli.progress_bar import ProgressBar
     from indexer.sync.context import open_indexer
     from indexer.sync.engine import sync_once
 
     with _writer_lock(config, "reindex" if force else "sync"):
         ix = open_indexer(config, role="reindex" if force else "sync")
+        bar = ProgressBar("reindex" if force else "sync") if progress is None else None
         try:
-            summary = sync_once(ix, force=force, personas=personas, progress=progress, retry_bad=retry_bad)
+            summary = sync_once(ix, force=force, personas=personas, progress=progress or bar,
+                                retry_bad=retry_bad)
         except LedgerUnavailable as exc:
             raise CliError(str(exc)) from None
         except SinkError as exc:
@@ -77,6 +63,8 @@ def run_sync(config: Config, *, force: bool = False, personas: Sequence[str] | N
             raise CliError(f"sync failed: {describe(exc)} — the last committed batch is intact; fix the cause "
                            "(disk space, permissions) and rerun sync") from None
         finally:
+            if bar is not None:
+                bar.close()
             ix.close()
     data = summary.as_dict()
     if as_json:
@@ -97,7 +85,7 @@ def run_reindex(config: Config, *, personas: Sequence[str] | None = None, as_jso
         from indexer.cli.client import follow_reindex
 
         return follow_reindex(config, personas=personas, as_json=as_json)
-    return run_sync(config, force=True, personas=personas, as_json=as_json, progress=_tqdm_progress())
+    return run_sync(config, force=True, personas=personas, as_json=as_json)
 
 
 def _state(config: Config) -> StateDB:

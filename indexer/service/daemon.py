@@ -74,6 +74,9 @@ class Daemon:
                 self.indexer.publisher.listeners.append(published.invalidate)
             self.searcher.warm_up()
         self.metrics = Metrics()
+        identity = self.indexer.build_identity
+        self.metrics.set_build_info(role="run", model=config.embedding.model, sinks=",".join(config.index.sinks),
+                                    document_format=identity.document_format, redaction=identity.redaction)
         self._start_http()
         self.worker.thread.start()
         self._start_scheduler()

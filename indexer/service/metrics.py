@@ -21,14 +21,17 @@ registry (``process_resident_memory_bytes``, ``process_virtual_memory_bytes``,
 ``process_cpu_seconds_total``, ``process_open_fds``, …), plus
 ``ledger_indexer_process_peak_resident_memory_bytes`` (VmHWM: the most the
 process has ever held, e.g. during a backfill) and the memory trims of the
-sync worker. Memory figures are read when scraped.
+sync worker. Memory figures are read when scraped. ``ledger_indexer_build_info``
+(always 1) carries what the process runs as labels: package, Python, LanceDB and
+fastembed versions, its role (``run``/``serve``), the embedding model, document
+format and redaction ruleset.
 """
 
 from __future__ import annotations
 
 import time
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, ProcessCollector, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from indexer.embedding import native_memory
@@ -43,6 +46,20 @@ _SYNC_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 90
 _QUERY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 # malloc_trim: well under a millisecond on a small heap, tens of ms on a big fragmented one.
 _TRIM_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25)
+
+
+def software_versions() -> dict[str, str]:
+    """Installed versions, read from package metadata (no import of the packages)."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for key, dist in (("version", "ledger-indexer"), ("lancedb", "lancedb"), ("fastembed", "fastembed")):
+        try:
+            out[key] = version(dist)
+        except PackageNotFoundError:
+            out[key] = "unknown"
+    return out
 
 
 class Metrics:
@@ -88,6 +105,16 @@ class Metrics:
                                      "their duration.", buckets=_TRIM_BUCKETS, registry=r)
         self.memory_trim_released = Counter("ledger_indexer_memory_trim_released_bytes",
                                             "Resident memory released by those trims.", registry=r)
+        self.build = Info("ledger_indexer_build", "What this process runs: package version, Python, LanceDB, "
+                          "and (once the index is open) the embedding model, document format and redaction "
+                          "ruleset the index is built with.", registry=r)
+        self._build_labels = software_versions()
+        self.build.info(self._build_labels)
+
+    def set_build_info(self, **labels: str) -> None:
+        """Add to ``ledger_indexer_build_info`` (e.g. ``role``, ``model``, ``redaction``)."""
+        self._build_labels = {**self._build_labels, **{k: str(v) for k, v in labels.items()}}
+        self.build.info(self._build_labels)
 
     # -- sync side (the daemon) -----------------------------------------------------------
 

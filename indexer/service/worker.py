@@ -19,6 +19,7 @@ import structlog
 
 from exporters.base import SinkError
 from indexer.runtime.logs import RateLimitedLogger
+from indexer.sync.progress import ProgressTotals
 from ledger.connection import LedgerUnavailable
 
 if TYPE_CHECKING:
@@ -109,11 +110,17 @@ class SyncWorker:
     def healthy(self) -> bool:
         return not self.stats.running or time.monotonic() - self.stats.last_progress < STALL_AFTER_S
 
-    def _progress(self, persona: str, done: int, total: int) -> None:
-        self.stats.last_progress = time.monotonic()
+    def _progress(self) -> ProgressTotals:
+        """A fresh count for one pass: every update is a heartbeat (the watchdog), and a
+        running reindex job shows it, in documents, per persona."""
         job = self._job
-        if job is not None and job.state == "running" and done >= 0:
-            job.progress = {**job.progress, persona: {"done": done, "total": total}}
+
+        def changed(state) -> None:
+            self.stats.last_progress = time.monotonic()
+            if job is not None and job.state == "running":
+                job.progress = {p: {"done": v.done, "total": v.total} for p, v in state.items()}
+
+        return ProgressTotals(on_change=changed)
 
     def _loop(self) -> None:
         stop = self.d.stop_event
@@ -147,7 +154,7 @@ class SyncWorker:
         started = time.monotonic()
         try:
             summary = sync_once(self.d.indexer, force=force, personas=personas, stop=self.d.stop_event,
-                                progress=self._progress)
+                                progress=self._progress())
         except (LedgerUnavailable, SinkError, OSError, RuntimeError, ValueError) as exc:
             self._failed(exc, started)
             return None

@@ -303,6 +303,17 @@ class StateDB:
     def document_count(self, persona: str) -> int:
         return self.File.select().where(self.File.persona == persona).count()
 
+    def indexed_turn_counts(self, persona: str, sessions: Iterable[str]) -> dict[str, int]:
+        """Per session label: how many of its turns have a document (for progress plans)."""
+        F = self.File
+        out: dict[str, int] = {}
+        for part in chunked(sorted(set(sessions)), 500):
+            q = (F.select(F.session_label, fn.COUNT(F.turn_id))
+                 .where((F.persona == persona) & F.session_label.in_(part) & F.turn_id.is_null(False))
+                 .group_by(F.session_label))
+            out.update((label, int(n)) for label, n in q.tuples())
+        return out
+
     def indexed_turns(self, persona: str, session: str) -> set[str]:
         F = self.File
         q = F.select(F.turn_id).where((F.persona == persona) & (F.session_label == session))

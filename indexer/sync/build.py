@@ -30,6 +30,12 @@ class Built:
     ancestry: dict[str, list[str]] = field(default_factory=dict)
     # per skipped turn id: the digest of its rows as read (a change retries it)
     fingerprints: dict[str, str] = field(default_factory=dict)
+    # turns looked at (documents, skips, pending): what a progress bar counts
+    considered: int = 0
+
+    def not_written(self) -> int:
+        """Turns considered that made no document to write (skipped, pending)."""
+        return max(0, self.considered - len({d.path for d in self.docs}))
 
 
 def parse_ancestry(raw: str | None, head: str) -> list[str] | None:
@@ -87,6 +93,7 @@ def build_sessions(
         if turn not in wanted[label]:
             wanted[label].append(turn)
     extra = set(extra_turns)
+    out.considered = sum(len(ids) for ids in wanted.values())
 
     turn_ids = {t for ids in wanted.values() for t in ids}
     turns = reader.turns(turn_ids)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import structlog
 
@@ -37,7 +38,8 @@ from ledger.reader import LedgerReader
 from ledger.rows import SessionRow
 
 log = structlog.get_logger("indexer.sync")
-from indexer.sync.summary import PersonaSummary, Progress, SyncInterrupted, SyncSummary, check_stop
+from indexer.sync.progress import Progress
+from indexer.sync.summary import PersonaSummary, SyncInterrupted, SyncSummary, check_stop
 from indexer.sync.writes import (
     Target,
     live_targets,
@@ -220,6 +222,8 @@ def _tail(ix: Indexer, reader: LedgerReader, persona: str, cursor: int, summary:
         write_batch(ix, persona, [], stale, live, skip_unchanged=True)
         _commit_state(ix, persona, summary, built, stale, batch_end)
         summary.documents_deleted += len(stale)
+        if progress is not None:
+            progress.advanced(persona, built.not_written())
         position = batch_end
     summary.cursor = position
 
@@ -240,8 +244,8 @@ def _walk_all(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaS
                                   stop=stop, progress=progress, record=not rebuilding)
         on_batch(written, built)
         seen.update(d.path for d in built.docs)
-        if progress:
-            progress(persona, min(start + SESSIONS_PER_BATCH, len(sessions)), len(sessions))
+        if progress is not None:
+            progress.advanced(persona, built.not_written())
     return seen
 
 
@@ -381,6 +385,58 @@ def _history_rewritten(ix: Indexer, reader: LedgerReader, persona: str, cursor: 
     return False, stored
 
 
+@dataclass(frozen=True)
+class PersonaPlan:
+    """What a pass will do for one persona, decided before any of it is done."""
+
+    persona: str
+    mode: str  # tail | backfill | rebuild
+    cursor: int | None
+    head: int
+    cursor_row: dict | None = None  # the cursor row's record found intact (tail only)
+
+
+def _decide(ix: Indexer, reader: LedgerReader, persona: str, *, force: bool) -> PersonaPlan:
+    head = reader.head_id()
+    cursor = ix.state.get_cursor(persona)
+    changed = ix.build_identity.differences(ix.state.build_identity(persona))
+    sink_wants_rebuild = any(sink.needs_rebuild(persona) for sink in ix.sinks)
+    if force or sink_wants_rebuild or (cursor is not None and changed):
+        if not force and cursor is not None and changed:
+            log.info("index.build_changed", persona=persona, changed=changed)
+        return PersonaPlan(persona, "rebuild", cursor, head)
+    if cursor is None:
+        return PersonaPlan(persona, "backfill", cursor, head)
+    if cursor > head:
+        # The ledger was replaced or rewound below our cursor: start over.
+        log.warning("ledger.rewound", persona=persona, cursor=cursor, head=head)
+        return PersonaPlan(persona, "backfill", cursor, head)
+    rewritten, cursor_row = _history_rewritten(ix, reader, persona, cursor)
+    if rewritten:
+        # Rows at or below the cursor were deleted and their ids reused
+        # (no AUTOINCREMENT): the tail would never read them.
+        log.warning("ledger.ids_reused", persona=persona, cursor=cursor, head=head)
+        return PersonaPlan(persona, "backfill", cursor, head)
+    return PersonaPlan(persona, "tail", cursor, head, cursor_row)
+
+
+def _planned_documents(ix: Indexer, reader: LedgerReader, plan: PersonaPlan, *, retry_bad: bool) -> int:
+    """How many turns the pass will consider for ``plan.persona``: every turn of every live
+    session for a backfill or a rebuild; for a tail, the turns not indexed yet of the sessions
+    with new history rows (plus the bad turns a ``--retry-bad`` builds again). No query at all
+    when the cursor is at the head: a no-op pass stays free."""
+    if plan.mode != "tail":
+        with reader.snapshot():
+            return sum(reader.ancestry_lengths(plan.persona).values())
+    work = ix.state.bad_count(plan.persona) if retry_bad else 0
+    if plan.cursor is None or plan.cursor >= plan.head:
+        return work
+    with reader.snapshot():
+        lengths = reader.ancestry_lengths(plan.persona, history_range=(plan.cursor, plan.head))
+    known = ix.state.indexed_turn_counts(plan.persona, lengths)
+    return work + sum(max(0, n - known.get(label, 0)) for label, n in lengths.items())
+
+
 def select_personas(ix: Indexer, reader: LedgerReader) -> list[str]:
     configured = list(ix.config.ledger.personas)
     return configured or reader.personas()
@@ -413,30 +469,13 @@ def sync_once(
             _forget_replaced_source(ix, reader, targets)
         if identity and identity != known_identity:
             ix.state.set_meta(LEDGER_IDENTITY_KEY, identity)
-        for persona in targets:
-            head = reader.head_id()
-            cursor = ix.state.get_cursor(persona)
-            cursor_row: dict | None = None
-            changed = ix.build_identity.differences(ix.state.build_identity(persona))
-            sink_wants_rebuild = any(sink.needs_rebuild(persona) for sink in ix.sinks)
-            if force or sink_wants_rebuild or (cursor is not None and changed):
-                mode = "rebuild"
-                if not force and cursor is not None and changed:
-                    log.info("index.build_changed", persona=persona, changed=changed)
-            elif cursor is None:
-                mode = "backfill"
-            elif cursor > head:
-                # The ledger was replaced or rewound below our cursor: start over.
-                log.warning("ledger.rewound", persona=persona, cursor=cursor, head=head)
-                mode = "backfill"
-            elif (rewritten := _history_rewritten(ix, reader, persona, cursor))[0]:
-                # Rows at or below the cursor were deleted and their ids reused
-                # (no AUTOINCREMENT): the tail would never read them.
-                log.warning("ledger.ids_reused", persona=persona, cursor=cursor, head=head)
-                mode = "backfill"
-            else:
-                mode = "tail"
-                cursor_row = rewritten[1]
+        plans = [_decide(ix, reader, persona, force=force) for persona in targets]
+        if progress is not None:
+            # Count the work of every persona before doing any: one total from the first second.
+            progress.planned({plan.persona: _planned_documents(ix, reader, plan, retry_bad=retry_bad)
+                              for plan in plans})
+        for plan in plans:
+            persona, mode, cursor, head, cursor_row = plan.persona, plan.mode, plan.cursor, plan.head, plan.cursor_row
             ps = PersonaSummary(persona=persona, mode=mode, cursor_before=cursor, head=head)
             summary.personas[persona] = ps
             try:
@@ -457,6 +496,8 @@ def sync_once(
                 break
             ps.pending_turns = ix.state.pending_count(persona)
             _remember_cursor_row(ix, reader, persona, cursor_row)
+            if progress is not None:
+                progress.finished(persona)
         if summary.documents_written or summary.total("documents_deleted"):
             with UNSCOPED_WRITES:  # one `qmd update` at a time (apply_visibility runs it too)
                 for sink in ix.sinks:

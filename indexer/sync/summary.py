@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
-
-Progress = Callable[[str, int, int], None]
-
 
 class SyncInterrupted(Exception):
     """The stop event was set; everything committed so far is consistent."""

@@ -11,7 +11,8 @@ import structlog
 from exporters.base import Exporter, Rebuild
 from indexer.core.types import Document
 from indexer.sync.context import Indexer
-from indexer.sync.summary import PersonaSummary, Progress, check_stop
+from indexer.sync.progress import Progress
+from indexer.sync.summary import PersonaSummary, check_stop
 from indexer.sync.visibility import UNSCOPED_WRITES, filter_hidden
 
 log = structlog.get_logger("indexer.sync")
@@ -123,8 +124,8 @@ def write_in_parts(ix: Indexer, persona: str, docs: Sequence[Document], targets:
         written_all.extend(written)
         summary.documents_written += len(written)
         summary.documents_unchanged += unchanged
-        if progress:
-            progress(persona, -1, -1)  # a heartbeat: the pass is alive
+        if progress is not None:
+            progress.advanced(persona, len(part))
     return written_all
 
 
