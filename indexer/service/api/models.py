@@ -149,10 +149,12 @@ class GetResponseModel(BaseModel):
 
 
 class ReindexProgress(BaseModel):
+    """Documents (turns) of one persona: counted before the reindex builds the first."""
+
     model_config = ConfigDict(extra="allow")
 
-    done: int = Field(ge=0)
-    total: int | None = Field(None, ge=0)
+    done: int = Field(ge=0, description="Turns considered so far (written, skipped or left pending).")
+    total: int | None = Field(None, ge=0, description="Turns the reindex considers in all.")
 
 
 class ReindexJob(BaseModel):
