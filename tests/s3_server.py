@@ -69,16 +69,21 @@ class S3Server:
 
 class _ProcessServer:
     """moto in its own process: the server's Python threads do not share the caller's GIL (for
-    benchmarks, where the caller's own timing matters)."""
+    benchmarks, where the caller's own timing matters). ``module`` is run with ``python -m``
+    and moto.server's arguments (``moto.server`` itself, or a wrapper that patches it first)."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, module: str = "moto.server") -> None:
+        import os
         import subprocess
         import sys
         import time
         import urllib.request
+        from pathlib import Path
 
-        self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        repo = str(Path(__file__).resolve().parents[1])  # a wrapper module of this repo (bench/...)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH")) if p))
+        self.proc = subprocess.Popen([sys.executable, "-m", module, "-H", "127.0.0.1", "-p", str(port)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -94,12 +99,15 @@ class _ProcessServer:
         self.proc.wait(timeout=30)
 
 
-def start_s3(*, own_process: bool = False) -> S3Server:
+def start_s3(*, own_process: bool = False, server_module: str = "moto.server") -> S3Server:
     """An S3 server on 127.0.0.1: in this process (starts in milliseconds; tests) or in its own
-    (``own_process``: benchmarks)."""
+    (``own_process``: benchmarks). ``server_module`` (own process only): what runs there, e.g.
+    ``bench.s3_ranges``, moto with ranged reads at the cost of the range (see that module)."""
     port = free_port()
     if own_process:
-        return S3Server(port, _ProcessServer(port))
+        return S3Server(port, _ProcessServer(port, server_module))
+    if server_module != "moto.server":
+        raise ValueError("server_module needs own_process=True (a patch stays in its own process)")
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
