@@ -300,7 +300,15 @@ def maintain_s3(entry: dict, emb: PoolEmbedder, pool: Sequence[str], s3) -> None
     log(f"  s3 vector index re-trained in {fmt_s(built['build_seconds'])}")
 
 
-def latency(entry: dict, real, questions: Sequence[str], n: int) -> dict:
+def _counts(s3, entry: dict) -> dict:
+    from bench.s3_ranges import request_counts
+
+    return request_counts(s3.client(), entry["info"]["uri"].removeprefix("s3://").split("/")[0])
+
+
+def latency(entry: dict, real, questions: Sequence[str], n: int, s3=None) -> dict:
+    """Hybrid, persona scope: first query, then p50/p95 over ``n``; on S3 (``s3`` given) also the
+    object requests the queries made (counted by the patched server)."""
     from indexer.search.searcher import Searcher, SearchRequest
 
     labels = session_labels(-(-entry["info"]["turns"] // TURNS_PER_SESSION))
@@ -314,18 +322,31 @@ def latency(entry: dict, real, questions: Sequence[str], n: int) -> dict:
         first = searcher.search(reqs[0])
         first_ms = (time.perf_counter() - t0) * 1000
         assert first.results, "no results: the corpus or the scope state is wrong"
+        before = _counts(s3, entry) if s3 is not None else {}
         times = []
         for r in reqs[1:]:
             t0 = time.perf_counter()
             searcher.search(r)
             times.append((time.perf_counter() - t0) * 1000)
+        after = _counts(s3, entry) if s3 is not None else {}
     finally:
         searcher.close()
     out = {"first_ms": first_ms, "p50": percentile(times, 50), "p95": percentile(times, 95), "n": len(times),
            "load": loadavg()}
+    if before and after:  # requests per query (the searcher's scope-state refresh included)
+        out["requests_per_query"] = {k: (after.get(k, 0) - before.get(k, 0)) / len(times) for k in after}
     log(f"  {entry['info']['size']} {entry['info']['store']}: first {first_ms:.0f} ms, p50 {out['p50']:.1f}, "
-        f"p95 {out['p95']:.1f} ms ({len(times)} queries, load {out['load']})")
+        f"p95 {out['p95']:.1f} ms ({len(times)} queries, load {out['load']})"
+        + (f", {_requests(out)} per query" if "requests_per_query" in out else ""))
     return out
+
+
+def _requests(lat: dict) -> str:
+    rq = lat.get("requests_per_query")
+    if not rq:
+        return "–"
+    n = sum(v for k, v in rq.items() if k != "get_bytes")
+    return f"{n:,.0f} ({rq.get('get_bytes', 0) / 1e6:,.1f} MB)"
 
 
 def server_check(s3, size_mb: int = 32, reads: int = 15) -> dict:
@@ -396,22 +417,23 @@ def _s(v) -> str:
 def _row(r: dict) -> list:
     i = r["info"]
     if "lat" not in r:  # not measured on this store
-        return [i["size"], i["store"], "", "", r["skipped"], "", "", "", "", "", ""]
+        return [i["size"], i["store"], "", "", r["skipped"], "", "", "", "", "", "", ""]
     lat = r["lat"]
-    build = (f"{fmt_s(i['build_s'])} (final maintain {fmt_s(i['final_maintain_s'])})" if i.get("build_s") is not None
+    cached = ", cached" if str(i.get("built", "")).startswith("cached") else ""
+    build = (f"{fmt_s(i['build_s'])} (final maintain {fmt_s(i['final_maintain_s'])}{cached})" if i.get("build_s") is not None
              else i["built"] + (f"; maintain {fmt_s(i['final_maintain_s'])}" if i.get("final_maintain_s") else ""))
     return [i["size"], i["store"], f"{i['chunks']:,}", i.get("index", "?"),
-            f"{lat['p50']:.0f} / {lat['p95']:.0f} ms ({lat['n']})", f"{lat['first_ms']:,.0f} ms", build,
+            f"{lat['p50']:.0f} / {lat['p95']:.0f} ms ({lat['n']})", f"{lat['first_ms']:,.0f} ms", _requests(lat), build,
             _s(i.get("index_s")), f"{_s(i['upsert_1000_s'])} / {_s(i['maintain_after_1000_s'])}",
             f"{i['bytes'] / 1e6:,.0f} MB ({i['objects']:,})", lat["load"]]
 
 
-def report(rows: list[dict], timing: dict, server: dict | None = None) -> str:
+def report(rows: list[dict], timing: dict, server: dict | None = None, plain: bool = False) -> str:
     table = md_table(
         ["size", "store", "chunks", "vector index", "hybrid persona scope p50 / p95 (queries)", "first query",
-         "build", "vector index build", "1,000 more docs: upsert / maintain", "size (objects)",
+         "S3 requests / query (GET bytes)", "build", "vector index build", "1,000 more docs: upsert / maintain", "size (objects)",
          "load average after the queries"],
-        [_row(r) for r in rows], align=["l", "l", "r", "l", "r", "r", "r", "r", "r", "r", "r"])
+        [_row(r) for r in rows], align=["l", "l", "r", "l", "r", "r", "r", "r", "r", "r", "r", "r"])
     check = (f" A 4 KB ranged GET of a {server['object_mb']} MB object costs {server['ranged_get_4kb_ms']:.1f} ms there "
              f"(median of {server['reads']}): the server's per-request overhead." if server else "")
     return f"""## Object storage (index on S3 beside the local disk)
@@ -426,14 +448,19 @@ past 50,000 rows); at 1M the ann corpus, whose index `maintain()` builds; on S3 
 and the vector index column is then its re-train on S3. The S3 server runs on this machine (moto,
 in memory, its own process, over HTTP on 127.0.0.1, ranged reads at the cost of the range):
 the difference to `local` is Lance's object-store path (HTTP requests, no page cache, per-request
-overhead of the server), not a cloud network.{check}
+overhead of the server), not a cloud network.{check} moto answers requests in Python threads
+sharing one GIL, so a query's requests are served one after the other there: requests per query
+times that overhead is the part of an S3 row's latency that is the test server's (a cloud S3
+serves concurrent GETs concurrently, each at tens of ms). "S3 requests / query": object requests
+the server answered per query (GET/HEAD; the searcher's scope-state refresh included) and the
+bytes of the GETs.{" Server: moto unpatched (every ranged GET reads the whole object)." if plain else ""}
 
 Run time: {", ".join(f"{k} {fmt_s(v)}" for k, v in timing.items())}.
 """
 
 
-def _data(rows: list[dict], server: dict | None) -> dict:
-    return {"server": server, "rows": [{"info": r["info"], "lat": r["lat"]} for r in rows if "lat" in r],
+def _data(rows: list[dict], server: dict | None, plain: bool = False) -> dict:
+    return {"server": dict(server or {}, kind="moto" if plain else "moto + bench/s3_ranges.py"), "rows": [{"info": r["info"], "lat": r["lat"]} for r in rows if "lat" in r],
             "not_measured": [r["info"] | {"why": r["skipped"]} for r in rows if "lat" not in r]}
 
 
@@ -445,6 +472,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--s3-queries", type=int, default=None, help="queries per S3 row (default: as --queries)")
     ap.add_argument("--s3-max", default="100k", choices=sorted(SIZES, key=SIZES.get),
                     help="largest size also measured on S3 (default 100k; 1m uploads the local 1M build)")
+    ap.add_argument("--s3-server", choices=("ranges", "moto"), default="ranges",
+                    help="ranges (default): moto with ranged reads at the cost of the range (bench/s3_ranges.py); "
+                    "moto: unpatched, for comparison (every ranged GET reads the whole object)")
     ap.add_argument("--modes", action="store_true", help="only the per-mode breakdown, local vs S3, at the "
                     "first size (section objectstore-modes)")
     args = ap.parse_args(argv)
@@ -464,7 +494,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     pool_vecs = real.embed(pool)
     emb = PoolEmbedder(real, pool, pool_vecs)
     # Its own process (its threads must not share this process's GIL), ranged reads at range cost.
-    s3 = start_s3(own_process=True, server_module="bench.s3_ranges")
+    plain = args.s3_server == "moto"
+    s3 = start_s3(own_process=True, server_module="moto.server" if plain else "bench.s3_ranges")
     rows: list[dict] = []
     if args.modes:
         try:
@@ -493,17 +524,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             with Timer() as t:
                 remote = build("s3", size, n, emb, pool, s3) if n <= 100_000 else upload(local, s3, size)
             timing[f"{size} s3 {'build' if n <= 100_000 else 'upload'}"] = t.seconds
-            remote["lat"] = latency(remote, real, questions, args.s3_queries or nq)
+            remote["lat"] = latency(remote, real, questions, args.s3_queries or nq, s3)
             if n > 100_000:
                 with Timer() as t:
                     maintain_s3(remote, emb, pool, s3)
                 timing[f"{size} s3 maintenance and index re-train"] = t.seconds
             rows.append(remote)
-            write_outputs(NAME, report(rows, timing, server), _data(rows, server))
+            write_outputs(NAME, report(rows, timing, server, plain), _data(rows, server, plain))
     finally:
         s3.stop()
     timing["total"] = time.perf_counter() - started
-    path = write_outputs(NAME, report(rows, timing, server), _data(rows, server))
+    path = write_outputs(NAME, report(rows, timing, server, plain), _data(rows, server, plain))
     log(f"wrote {path} ({fmt_s(timing['total'])})")
     return 0
 

@@ -19,14 +19,24 @@ the same bytes, computed once, as before), conditional requests (``If-None-Match
 which Lance's commits rely on; ``If-Match``), multipart uploads, listing, deletes. The bucket
 is held in RAM (a 1M index: ~5 GB) instead of temp files.
 
+It also counts the object requests it answers (per method, and the bytes of GET bodies) and
+returns the counts in a header of every object response, ``x-bench-requests`` (JSON):
+:func:`request_counts` reads them, so a benchmark can tell how many requests a query made.
+
     python -m bench.s3_ranges -H 127.0.0.1 -p PORT   (the arguments of ``python -m moto.server``)
 """
 
 from __future__ import annotations
 
+import json
 import sys
+import threading
+from collections import Counter
 
 PATCHED = "_bench_in_memory_value"
+COUNTS_HEADER = "x-bench-requests"
+_counts: Counter = Counter()
+_counts_lock = threading.Lock()
 
 
 def patch_moto() -> None:
@@ -56,7 +66,40 @@ def patch_moto() -> None:
 
     key_cls.value = property(get_value, set_value)
     key_cls.etag = property(etag)
+
+    from moto.s3.responses import S3Response
+
+    key_response = S3Response.key_response
+
+    def counted_key_response(self, request, full_url, headers):
+        response = key_response(self, request, full_url, headers)
+        with _counts_lock:
+            _counts[request.method] += 1
+            if isinstance(response, tuple) and len(response) == 3 and isinstance(response[1], dict):
+                if request.method == "GET" and isinstance(response[2], (bytes, bytearray)):
+                    _counts["get_bytes"] += len(response[2])
+                response[1][COUNTS_HEADER] = json.dumps(dict(_counts), sort_keys=True)
+        return response
+
+    S3Response.key_response = counted_key_response
     setattr(key_cls, PATCHED, True)
+
+
+def request_counts(client, bucket: str) -> dict[str, int]:
+    """The object requests the patched server answered so far (``GET``, ``HEAD``, ``PUT``, ...,
+    ``get_bytes``), not counting this HEAD itself; {} from a server without the patch."""
+    from botocore.exceptions import ClientError
+
+    try:
+        meta = client.head_object(Bucket=bucket, Key="__bench_request_counts__")["ResponseMetadata"]
+    except ClientError as e:  # 404: the key does not exist; the header is there all the same
+        meta = e.response["ResponseMetadata"]
+    raw = meta.get("HTTPHeaders", {}).get(COUNTS_HEADER)
+    if not raw:
+        return {}
+    counts = json.loads(raw)
+    counts["HEAD"] -= 1
+    return counts
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -137,3 +137,18 @@ def test_a_small_ranged_read_costs_the_range_not_the_object(servers):
         took[name] = sorted(times)[len(times) // 2]
     print(f"median 4 KB ranged GET of 48 MB: patched {took['patched'] * 1000:.1f} ms, moto {took['plain'] * 1000:.1f} ms")
     assert took["patched"] * 3 < took["plain"]
+
+
+def test_the_patched_server_counts_object_requests(servers):
+    from bench.s3_ranges import request_counts
+
+    patched, plain = servers
+    c, bucket = _put(patched, b"0123456789")
+    before = request_counts(c, bucket)
+    c.get_object(Bucket=bucket, Key="obj", Range="bytes=2-5")
+    c.head_object(Bucket=bucket, Key="obj")
+    after = request_counts(c, bucket)
+    assert after["GET"] - before["GET"] == 1 and after["get_bytes"] - before["get_bytes"] == 4
+    assert after["HEAD"] - before["HEAD"] == 2  # this one and request_counts' own of `before`
+    c2, bucket2 = _put(plain, b"x")
+    assert request_counts(c2, bucket2) == {}
