@@ -446,9 +446,9 @@ class _RecordBatches:
     def __enter__(self) -> "_RecordBatches":
         original = type(self.fast)._embed_batch.__get__(self.fast)
 
-        def record(texts):
+        def record(texts, *args):
             self.batches.append(list(texts))
-            return original(texts)
+            return original(texts, *args)
 
         self.fast._embed_batch = record
         return self
