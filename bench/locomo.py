@@ -514,6 +514,8 @@ def rank_found(found, settings, top: int = TOP_K) -> list[Ranked]:
 
     scores = ranking.rank(found.cands, "hybrid", found.hints, settings)
     out = []
+    # Rows come without their text (the searcher reads it for the results shown only), so forked
+    # copies merge here by turn, kind and chunk alone; LoCoMo has no forks (turn ids are unique).
     for hit in collapse(scores, found.rows)[:top]:
         row = found.rows[hit.key]
         out.append(Ranked(row.get("turn_id"), row.get("session"), hit.score,

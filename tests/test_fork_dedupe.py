@@ -8,10 +8,12 @@ understands."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from fake_embedder import FakeEmbedder
 from fastapi.testclient import TestClient
 
-from indexer.core.results import Hit, collapse
+from indexer.core.results import Hit, collapse, shown_candidates
 from indexer.search.searcher import SearchRequest, Searcher
 from indexer.state.db import StateDB
 from indexer.sync.context import Indexer, build_sinks
@@ -30,6 +32,30 @@ def hits_of(*scored):
     for score, (key, r) in scored:
         rows[key], scores[key] = r, score
     return collapse(scores, rows)
+
+
+_candidates = st.lists(
+    st.tuples(st.sampled_from(["main", "side", "third", None]), st.sampled_from(["t1", "t2", "t3", "t4"]),
+              st.integers(0, 1), st.sampled_from(["same words", "edited words"]),
+              st.floats(0, 1, allow_nan=False)),
+    min_size=1, max_size=25)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_candidates, st.integers(1, 6))
+def test_the_text_is_read_for_enough_candidates_to_give_the_same_first_hits(cands, limit):
+    """The searcher reads candidates without their text, then the text of
+    ``shown_candidates`` only: the first ``limit`` hits built from those are exactly the
+    first ``limit`` hits built from every candidate with its text."""
+    rows, scores = {}, {}
+    for session, turn, chunk, text, score in cands:
+        key, r = row(session, turn, chunk=chunk, text=text)
+        rows[key], scores[key] = r, score
+    everything = collapse(scores, rows)[:limit]
+    shown = shown_candidates(scores, {k: {c: v for c, v in r.items() if c != "text"} for k, r in rows.items()},
+                             limit)
+    assert len(shown) == len(set(shown))
+    assert collapse({k: scores[k] for k in shown}, rows)[:limit] == everything
 
 
 def test_fork_copies_of_a_turn_become_one_hit_listing_every_session():

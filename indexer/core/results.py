@@ -42,6 +42,49 @@ def _fork_key(row: Mapping) -> tuple | None:
     return (row.get("source"), row.get("kind"), row["turn_id"], row.get("chunk_index"), row.get("text"))
 
 
+def _group_key(row: Mapping) -> tuple | None:
+    """The fork key without the text: copies that *may* merge (the text decides)."""
+    if row.get("session") is None or not row.get("turn_id"):
+        return None
+    return (row.get("source"), row.get("kind"), row["turn_id"], row.get("chunk_index"))
+
+
+def shown_candidates(scores: Mapping[str, float], rows: Mapping[str, Mapping], limit: int) -> list[str]:
+    """The row ids :func:`collapse` needs to produce the first ``limit`` hits exactly, read
+    without the text (``path``, ``session``, ``turn_id``, ``kind``, ``source``, ``chunk_index``):
+    the best chunk of the best documents until ``limit`` fork groups are covered, and every
+    candidate document of those groups (a copy only merges within its group, so the hits
+    built from these ids are the first hits built from all of them). Best first."""
+    best: dict[str, tuple[float, str]] = {}
+    for key, score in scores.items():
+        path = rows[key]["path"]
+        current = best.get(path)
+        if current is None or score > current[0] or (score == current[0] and key < current[1]):
+            best[path] = (score, key)
+    docs = sorted(best.items(), key=lambda item: (-item[1][0], item[0]))
+    groups: dict[tuple, list[str]] = {}
+    for _path, (_score, key) in docs:
+        gk = _group_key(rows[key])
+        if gk is not None:
+            groups.setdefault(gk, []).append(key)
+    out: list[str] = []
+    seen_groups: set[tuple] = set()
+    taken: set[str] = set()
+    for _path, (_score, key) in docs:
+        if len(seen_groups) >= limit:
+            break
+        if key in taken:
+            continue
+        gk = _group_key(rows[key])
+        members = groups[gk] if gk is not None else [key]
+        seen_groups.add(gk if gk is not None else ("doc", key))
+        for member in members:
+            if member not in taken:
+                taken.add(member)
+                out.append(member)
+    return out
+
+
 def collapse(scores: Mapping[str, float], rows: Mapping[str, Mapping]) -> list[Hit]:
     """``scores``: row id → score; ``rows``: row id → the row (``path``, ``session``,
     ``turn_id``, ``kind``, ``source``, ``chunk_index``, ``text``). Returns the hits,
@@ -69,4 +112,4 @@ def collapse(scores: Mapping[str, float], rows: Mapping[str, Mapping]) -> list[H
     return [Hit(key, score, tuple(sessions)) for key, score, sessions in hits]
 
 
-__all__ = ["Hit", "collapse"]
+__all__ = ["Hit", "collapse", "shown_candidates"]

@@ -27,6 +27,7 @@ import dataclasses
 import enum
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
@@ -36,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from indexer.core import calibration, ranking, time_hints
 from indexer.core.ranking import SHIPPED, Candidate, RankingSettings, keyword_score, vector_score
-from indexer.core.results import collapse
+from indexer.core.results import collapse, shown_candidates
 from indexer.core.scopes import Scope, ScopeError, ScopeFilter, resolve
 from indexer.runtime.config import Config
 from indexer.runtime.logs import RateLimitedLogger
@@ -143,6 +144,7 @@ class Retrieved:
 
     hints: time_hints.TimeHints
     terms: list[str]
+    table: object = None  # the LanceDB table the rows came from (their details are read from it)
     cands: list[Candidate] = field(default_factory=list)
     rows: dict[str, dict] = field(default_factory=dict)
     warnings: list[SearchWarning] = field(default_factory=list)
@@ -218,6 +220,8 @@ class Searcher:
         # logged at a limited rate, never swallowed.
         self.fts_failures = 0
         self._chunk_counts: dict[tuple, int] = {}
+        # The full-text stage of a query runs here, beside its embedding and vector stage.
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="search-fts")
         self._fts_errors = RateLimitedLogger(log, every_s=60, level="warning")
 
     @classmethod
@@ -242,6 +246,7 @@ class Searcher:
         return self.config.embedding.model
 
     def close(self) -> None:
+        self._pool.shutdown(wait=True)
         self.retriever.close()
 
     def scope_filter(self, request: SearchRequest) -> ScopeFilter:
@@ -287,8 +292,13 @@ class Searcher:
         settings = settings or self.ranking
         mode = request.mode.value
         scores = ranking.rank(found.cands, mode, found.hints, settings)
+        # Candidates were read without their text (a random read per row): read it now for
+        # the ones the first results can come from (:func:`indexer.core.results.shown_candidates`).
+        shown = shown_candidates(scores, found.rows, request.max_results)
+        self._details(found, shown)
+        shown_scores = {k: scores[k] for k in shown if "text" in found.rows[k]}
         hits = []
-        for hit in collapse(scores, found.rows):  # ordered by the ranking score; calibration keeps that order
+        for hit in collapse(shown_scores, found.rows):  # ordered by the ranking score; calibration keeps that order
             score = calibration.calibrated(hit.score, mode, settings)
             if score < request.min_score:
                 break
@@ -307,6 +317,13 @@ class Searcher:
             ))
         return out
 
+    def _details(self, found: Retrieved, keys: list[str]) -> None:
+        """Fill in the detail columns (text, lines) of ``keys``' rows, in place; a row deleted
+        since it was found keeps none (and is left out of the results)."""
+        missing = [found.rows[k] for k in keys if "text" not in found.rows[k]]
+        if missing and found.table is not None:
+            self.retriever.details(found.table, missing)
+
     def _query(self, table, request: SearchRequest, scope: ScopeFilter, found: Retrieved) -> None:
         from exporters.lancedb.retriever import FtsUnavailable
 
@@ -317,29 +334,48 @@ class Searcher:
         time_where = None
         if hints:
             time_where = lance.within(where, hints.ranges())
-        columns = lance.columns(table)
+        found.table = table
+        # Ranking reads these; the text and lines of the few results shown come after (_details).
+        columns = lance.rank_columns(table)
         rows: dict[str, dict] = {}
         vec: dict[str, float] = {}
         kw: dict[str, float] = {}
         qv = None
-        if request.mode in (Mode.HYBRID, Mode.VECTOR):
-            qv = np.asarray(self.embedder.embed_query(request.query), dtype=np.float32)
+        wants_vector = request.mode in (Mode.HYBRID, Mode.VECTOR)
+
+        def keyword_lists() -> list[tuple[list[dict], np.ndarray | None]]:
+            out = []
             for w, limit in ((where, depth), (time_where, TIME_CANDIDATES)):
-                if w is None:
-                    continue
-                for row in lance.nearest(table, qv, w, limit, columns):
-                    vec[row["id"]] = vector_score(row["_distance"])
-                    rows.setdefault(row["id"], row)
-        if request.mode in (Mode.HYBRID, Mode.KEYWORD):
+                if w is not None:
+                    out.append(lance.matching(table, request.query, w, limit, columns, with_vectors=wants_vector))
+            return out
+
+        # The full-text query needs no query vector: it runs beside the embedding and the
+        # vector query (LanceDB and ONNX Runtime release the GIL), so a hybrid query waits
+        # for the longer of the two stages, not for their sum.
+        pending = self._pool.submit(keyword_lists) if request.mode in (Mode.HYBRID, Mode.KEYWORD) else None
+        try:
+            if wants_vector:
+                qv = np.asarray(self.embedder.embed_query(request.query), dtype=np.float32)
+                for w, limit in ((where, depth), (time_where, TIME_CANDIDATES)):
+                    if w is None:
+                        continue
+                    for row in lance.nearest(table, qv, w, limit, columns):
+                        vec[row["id"]] = vector_score(row["_distance"])
+                        rows.setdefault(row["id"], row)
+        except BaseException:
+            if pending is not None:
+                wait([pending])  # never leave a query of this request running after it failed
+            raise
+        keyword = None
+        if pending is not None:
+            try:
+                keyword = pending.result()
+            except FtsUnavailable as exc:
+                self._fts_failed(request, exc, found.warnings)
+        if keyword is not None:
             chunks = self._chunks(table)
-            for w, limit in ((where, depth), (time_where, TIME_CANDIDATES)):
-                if w is None:
-                    continue
-                try:
-                    hits, vectors = lance.matching(table, request.query, w, limit, columns, with_vectors=qv is not None)
-                except FtsUnavailable as exc:
-                    self._fts_failed(request, exc, found.warnings)
-                    break
+            for hits, vectors in keyword:
                 if vectors is not None:  # exact vector scores, not 0 for ranking below the vector list's cut-off
                     sims = vectors @ (qv / (np.linalg.norm(qv) or 1.0))
                 for i, row in enumerate(hits):
