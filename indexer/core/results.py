@@ -42,6 +42,17 @@ def _fork_key(row: Mapping) -> tuple | None:
     return (row.get("source"), row.get("kind"), row["turn_id"], row.get("chunk_index"), row.get("text"))
 
 
+def _best_per_document(scores: Mapping[str, float], rows: Mapping[str, Mapping]) -> list[tuple[str, tuple[float, str]]]:
+    """(path, (score, key)) of each document's best chunk, best first (ties by path, then key)."""
+    best: dict[str, tuple[float, str]] = {}
+    for key, score in scores.items():
+        path = rows[key]["path"]
+        current = best.get(path)
+        if current is None or score > current[0] or (score == current[0] and key < current[1]):
+            best[path] = (score, key)
+    return sorted(best.items(), key=lambda item: (-item[1][0], item[0]))
+
+
 def _group_key(row: Mapping) -> tuple | None:
     """The fork key without the text: copies that *may* merge (the text decides)."""
     if row.get("session") is None or not row.get("turn_id"):
@@ -55,13 +66,7 @@ def shown_candidates(scores: Mapping[str, float], rows: Mapping[str, Mapping], l
     the best chunk of the best documents until ``limit`` fork groups are covered, and every
     candidate document of those groups (a copy only merges within its group, so the hits
     built from these ids are the first hits built from all of them). Best first."""
-    best: dict[str, tuple[float, str]] = {}
-    for key, score in scores.items():
-        path = rows[key]["path"]
-        current = best.get(path)
-        if current is None or score > current[0] or (score == current[0] and key < current[1]):
-            best[path] = (score, key)
-    docs = sorted(best.items(), key=lambda item: (-item[1][0], item[0]))
+    docs = _best_per_document(scores, rows)
     groups: dict[tuple, list[str]] = {}
     for _path, (_score, key) in docs:
         gk = _group_key(rows[key])
@@ -89,13 +94,7 @@ def collapse(scores: Mapping[str, float], rows: Mapping[str, Mapping]) -> list[H
     """``scores``: row id → score; ``rows``: row id → the row (``path``, ``session``,
     ``turn_id``, ``kind``, ``source``, ``chunk_index``, ``text``). Returns the hits,
     best first (ties by path), as the module docstring says."""
-    best: dict[str, tuple[float, str]] = {}  # path → (score, key)
-    for key, score in scores.items():
-        path = rows[key]["path"]
-        current = best.get(path)
-        if current is None or score > current[0] or (score == current[0] and key < current[1]):
-            best[path] = (score, key)
-    docs = sorted(best.items(), key=lambda item: (-item[1][0], item[0]))
+    docs = _best_per_document(scores, rows)
     hits: list[tuple[str, float, list[str]]] = []
     by_fork: dict[tuple, int] = {}
     for _path, (score, key) in docs:
