@@ -48,9 +48,8 @@ import numpy as np
 
 from bench.common import (OUT, Timer, file_lock, fmt_s, loadavg, log, md_table, percentile, sha256_file,
                           sha256_json, write_outputs)
-from bench.latency import (LOCOMO_PATH, MAX_RESULTS, NOISE, PERSONA, POOL_SIZE, PROJECT, PROJECT_SESSIONS,
-                           TURNS_PER_SESSION, PoolEmbedder, corpus_config, locomo_lines, locomo_questions,
-                           make_docs, pool_texts, real_embedder, requests_for, session_labels)
+from bench.latency import (LOCOMO_PATH, MAX_RESULTS, NOISE, PERSONA, POOL_SIZE, TURNS_PER_SESSION, PoolEmbedder, corpus_config, locomo_lines, locomo_questions,
+                           make_docs, pool_texts, real_embedder, register_corpus, requests_for, session_labels)
 
 NAME = "ann"
 CORPUS_VERSION = "ann-corpus-v1"
@@ -86,7 +85,6 @@ def _build_corpus(size_name: str, n_turns: int, real, pool: Sequence[str], pool_
     from exporters.lancedb.rows import document_rows
     from indexer.core.build import DOCUMENT_FORMAT_VERSION
     from indexer.core.chunking import CHUNKING_VERSION
-    from indexer.state.db import StateDB
 
     key = sha256_json({"v": CORPUS_VERSION, "n": n_turns, "pool": POOL_SIZE, "noise": NOISE,
                        "data": sha256_file(LOCOMO_PATH), "fp": real.fingerprint, "chunking": CHUNKING_VERSION,
@@ -120,14 +118,7 @@ def _build_corpus(size_name: str, n_turns: int, real, pool: Sequence[str], pool_
         sink.maintain(force=True)
     stats = sink.table_stats(PERSONA)
     sink.close()
-    labels = session_labels(-(-n_turns // TURNS_PER_SESSION))
-    state = StateDB(config.state_db_path)
-    try:
-        with state.atomic():
-            state.register_sessions([(label, PERSONA, "active") for label in labels])
-        state.project_add(PROJECT, labels[:PROJECT_SESSIONS])
-    finally:
-        state.close()
+    labels = register_corpus(config, n_turns)
     info = {"size": size_name, "turns": n_turns, "sessions": len(labels), "chunks": stats.chunks,
             "bytes": stats.total_bytes, "build_seconds": round(total.seconds, 1),
             "when": time.strftime("%Y-%m-%d %H:%M:%S")}

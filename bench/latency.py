@@ -172,6 +172,25 @@ def session_labels(n_sessions: int) -> list[str]:
     return [f"bench-s{i:04d}" for i in range(n_sessions)]
 
 
+def register_corpus(config, n_turns: int, publisher=None) -> list[str]:
+    """Register the corpus's sessions (all active) and the project of its first
+    PROJECT_SESSIONS in the state DB, as a sync would; ``publisher``: also publish the scope
+    state (an index on object storage). Returns the session labels."""
+    from indexer.state.db import StateDB
+
+    labels = session_labels(-(-n_turns // TURNS_PER_SESSION))
+    state = StateDB(config.state_db_path)
+    try:
+        with state.atomic():
+            state.register_sessions([(label, PERSONA, "active") for label in labels])
+        state.project_add(PROJECT, labels[:PROJECT_SESSIONS])
+        if publisher is not None:
+            publisher.publish(state)
+    finally:
+        state.close()
+    return labels
+
+
 def make_docs(n_turns: int, pool: Sequence[str], start: int = 0, count: int | None = None):
     """Turn documents ``start .. start+count`` of the corpus (deterministic)."""
     from indexer.core.documents import turn_document
@@ -213,7 +232,6 @@ def _build_corpus(size_name: str, n_turns: int, real, pool: Sequence[str], pool_
     from exporters.lancedb import LanceSink
     from indexer.core.chunking import CHUNKING_VERSION
     from indexer.core.build import DOCUMENT_FORMAT_VERSION
-    from indexer.state.db import StateDB
 
     key = sha256_json({"v": CORPUS_VERSION, "n": n_turns, "pool": POOL_SIZE, "noise": NOISE,
                        "data": sha256_file(LOCOMO_PATH), "fp": real.fingerprint, "chunking": CHUNKING_VERSION,
@@ -248,14 +266,7 @@ def _build_corpus(size_name: str, n_turns: int, real, pool: Sequence[str], pool_
         maintain_s = t.seconds
     stats = sink.table_stats(PERSONA)  # the typed figures (stats() is their dict)
     sink.close()
-    labels = session_labels(-(-n_turns // TURNS_PER_SESSION))
-    state = StateDB(config.state_db_path)
-    try:
-        with state.atomic():
-            state.register_sessions([(label, PERSONA, "active") for label in labels])
-        state.project_add(PROJECT, labels[:PROJECT_SESSIONS])
-    finally:
-        state.close()
+    labels = register_corpus(config, n_turns)
     info = {"size": size_name, "turns": n_turns, "sessions": len(labels), "chunks": stats.chunks,
             "documents": stats.documents, "fragments": stats.fragments, "bytes": stats.total_bytes,
             "chunk_texts": emb.texts_embedded, "chunks_from_pool_lines": emb.pool_hits,

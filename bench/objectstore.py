@@ -51,14 +51,13 @@ from pathlib import Path
 
 from bench.common import OUT, Timer, file_lock, fmt_s, loadavg, log, md_table, percentile, write_outputs
 from bench.latency import (
-    PROJECT,
-    PROJECT_SESSIONS,
     PoolEmbedder,
     locomo_lines,
     locomo_questions,
     make_docs,
     pool_texts,
     real_embedder,
+    register_corpus,
     session_labels,
     PERSONA,
     TURNS_PER_SESSION,
@@ -111,21 +110,6 @@ def _bucket_bytes(s3, uri: str) -> tuple[int, int]:
         token = r["NextContinuationToken"]
 
 
-def _register(config, n_turns: int, publisher=None) -> None:
-    from indexer.state.db import StateDB
-
-    labels = session_labels(-(-n_turns // TURNS_PER_SESSION))
-    state = StateDB(config.state_db_path)
-    try:
-        with state.atomic():
-            state.register_sessions([(label, PERSONA, "active") for label in labels])
-        state.project_add(PROJECT, labels[:PROJECT_SESSIONS])
-        if publisher is not None:
-            publisher.publish(state)
-    finally:
-        state.close()
-
-
 def _vector_index(done: dict) -> dict | None:
     """The vector index record of a ``maintain()`` result (None: none built)."""
     return next(iter(done.get("vector_index", {}).values()), None)
@@ -164,7 +148,7 @@ def build(store: str, size: str, n_turns: int, emb: PoolEmbedder, pool: Sequence
     with Timer() as m1:
         sink.maintain(force=True)
     stats = sink.stats(PERSONA)
-    _register(config, n_turns, sink.publisher)
+    register_corpus(config, n_turns, sink.publisher)
     sink.close()
     if store == "s3":
         size_bytes, objects = _bucket_bytes(s3, uri)
@@ -263,7 +247,7 @@ def upload(local: dict, s3, size: str) -> dict:
     db, lease, pointer, publisher = open_remote_writer(IndexLocation.from_config(config), role="bench",
                                                        writer_dir=index_dir)
     pointer.save(active)
-    _register(config, local["info"]["turns"], publisher)
+    register_corpus(config, local["info"]["turns"], publisher)
     lease.release()
     size_bytes, objects = _bucket_bytes(s3, uri)
     log(f"  uploaded in {fmt_s(t.seconds)}: {objects:,} objects")

@@ -19,7 +19,7 @@ Contract (checked by ``tests/test_exporter_contract.py`` against every backend):
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
 from indexer.core.types import Document
 
@@ -35,6 +35,23 @@ class Rebuild(Protocol):
     def commit(self) -> None: ...
 
     def abort(self) -> None: ...
+
+
+class RebuildScope:
+    """The ``with`` form every sink's rebuild shares: a clean exit while still open
+    commits, an exception aborts. The rebuild keeps ``_state`` (``"open"`` until committed
+    or aborted) and implements ``commit()`` and ``abort()``."""
+
+    _state: str
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is not None:
+            self.abort()
+        elif self._state == "open":
+            self.commit()
 
 
 @runtime_checkable

@@ -118,7 +118,10 @@ def test_admin_calls_need_the_right_token_and_reindex_keeps_search_up(setup):
         # the CLI delegates to the running daemon
         cli = run_cli_process("--config", str(cfg), "reindex", "--json", timeout=120)
         assert cli.returncode == 0, cli.stderr
-        assert json.loads(cli.stdout)["state"] == "done"
+        delegated = json.loads(cli.stdout)
+        assert delegated["state"] == "done"
+        # counted in documents before the first was built, and ended at that count
+        assert delegated["progress"]["atlas"]["done"] == delegated["progress"]["atlas"]["total"] > 0
         vis = httpx.put(d.base + "/v1/admin/sessions/visibility", json={"label": "main", "visibility": "private"},
                         headers=good)
         assert vis.status_code == 200

@@ -19,13 +19,13 @@ from indexer.sync.progress import PersonaProgress, ProgressTotals
 class Recorder(ProgressTotals):
     """Keeps every call in order, and what the sinks held when it came."""
 
-    def __init__(self, ix_holder: list):
+    def __init__(self, ix):
         super().__init__()
-        self.events: list[tuple[str, str, int]] = []
-        self.ix_holder = ix_holder
+        self.events: list[tuple] = []
+        self.ix = ix
 
     def planned(self, documents):
-        written = sum(len(s.paths(p)) for s in self.ix_holder[0].sinks for p in ("atlas", "nova"))
+        written = sum(len(s.paths(p)) for s in self.ix.sinks for p in ("atlas", "nova"))
         self.events.append(("planned", dict(documents), written))
         super().planned(documents)
 
@@ -65,7 +65,7 @@ def _ledger(writer) -> dict[str, int]:
 
 def test_a_backfill_counts_every_persona_first_and_ends_at_its_total(writer, ix):
     expected = _ledger(writer)
-    rec = Recorder([ix])
+    rec = Recorder(ix)
     summary = sync_once(ix, progress=rec)
     # every persona planned, once, before the first document was considered or written
     assert rec.events[0] == ("planned", expected, 0)
@@ -87,7 +87,7 @@ def test_a_tail_counts_only_the_turns_not_indexed_yet(writer, ix):
     writer.turn("main", user="new one", assistant="new answer")
     writer.turn("main", user="new two", assistant="new answer two")
     writer.turn("fresh", user="a new session", assistant="welcome")
-    rec = Recorder([ix])
+    rec = Recorder(ix)
     summary = sync_once(ix, progress=rec)
     assert summary.personas["atlas"].mode == "tail"
     # main: 3 new turns in its ancestry (2 completed + the still-streaming one, built again), fresh: 1
@@ -99,7 +99,7 @@ def test_a_tail_counts_only_the_turns_not_indexed_yet(writer, ix):
 def test_a_pass_with_nothing_new_plans_nothing(writer, ix):
     _ledger(writer)
     sync_once(ix)
-    rec = Recorder([ix])
+    rec = Recorder(ix)
     sync_once(ix, progress=rec)
     assert rec.snapshot() == {"atlas": PersonaProgress(0, 0), "nova": PersonaProgress(0, 0)}
     assert [e for e in rec.events if e[0] == "advanced" and e[2]] == []
@@ -108,7 +108,7 @@ def test_a_pass_with_nothing_new_plans_nothing(writer, ix):
 def test_a_forced_reindex_counts_every_turn_again(writer, ix):
     expected = _ledger(writer)
     sync_once(ix)
-    rec = Recorder([ix])
+    rec = Recorder(ix)
     summary = sync_once(ix, force=True, progress=rec)
     assert {p: s.mode for p, s in summary.personas.items()} == {"atlas": "rebuild", "nova": "rebuild"}
     assert [e[1] for e in rec.events if e[0] == "planned"][0] == expected
@@ -120,7 +120,7 @@ def test_a_broken_ancestry_counts_zero_like_the_sync_that_skips_it(writer, ix):
     writer.turn("broken", user="x", assistant="y")
     writer.execute("UPDATE threads SET ancestry = '{not json' WHERE turn_id = "
                    "(SELECT thread_id FROM sessions WHERE label = 'broken')")
-    rec = Recorder([ix])
+    rec = Recorder(ix)
     sync_once(ix, progress=rec)
     assert [e[1] for e in rec.events if e[0] == "planned"][0]["atlas"] == 12
 

@@ -98,34 +98,6 @@ def test_a_turn_that_failed_for_a_reason_outside_the_ledger_is_built_by_retry_ba
     assert ix.sinks[0].paths("atlas") == expected_paths(ledger_path, "atlas")
 
 
-def test_many_bad_turns_are_compared_a_slice_per_pass(writer, make_indexer, monkeypatch):
-    """Above BAD_CHECKS_PER_PASS the comparison rotates: every bad turn is
-    compared within a few passes, each pass reads a bounded slice."""
-    import json
-
-    import indexer.sync.engine as sync_mod
-
-    monkeypatch.setattr(sync_mod, "BAD_CHECKS_PER_PASS", 5)
-    t = writer.turn("ghosts", user="real", assistant="real")
-    ghosts = [f"GHOST{i:02d}" for i in range(12)]
-    writer.execute("UPDATE threads SET ancestry=? WHERE turn_id=?", (json.dumps(ghosts + [t]), t))
-    ix = make_indexer()
-    sync_once(ix)
-    assert ix.state.bad_count("atlas") == 12
-    # The last ghost appears in place (no history row).
-    writer.execute("INSERT INTO turns (id, turn_type, status, started_at, completed_at) "
-                   "VALUES ('GHOST11', 'normal', 'completed', 1, 2)")
-    writer.execute("INSERT INTO messages (id, turn_id, role, content, sequence, created_at) "
-                   "VALUES ('m-g11', 'GHOST11', 'user', 'a ghost that came back', 0, 1)")
-    passes = 0
-    while ix.state.bad_count("atlas") == 12:
-        passes += 1
-        assert passes <= 3, "every bad turn is compared within ceil(12 / 5) passes"
-        sync_once(ix)
-    assert ix.state.bad_count("atlas") == 11
-    assert "sessions/ghosts/turns/GHOST11.md" in ix.sinks[0].paths("atlas")
-
-
 def test_a_bad_turn_is_retried_when_its_session_gets_a_new_turn(writer, make_indexer, ledger_path):
     import json
 

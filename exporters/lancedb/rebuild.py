@@ -6,7 +6,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from exporters.base import SinkError
+from exporters.base import RebuildScope, SinkError
 from exporters.lancedb.rows import document_rows
 from exporters.lancedb.schema import table_name
 from exporters.lancedb.store import _errors
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("exporters.lancedb")
 
-class LanceRebuild:
+class LanceRebuild(RebuildScope):
     """A forced reindex of one persona, built beside the live table.
 
     Writes go to a new table (next generation), invisible to readers. On
@@ -96,15 +96,6 @@ class LanceRebuild:
             self._state = "aborted"
             s._building.discard(self.table_name)
             s._drop_table(self.table_name)
-
-    def __enter__(self) -> LanceRebuild:
-        return self
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is not None:
-            self.abort()
-        elif self._state == "open":
-            self.commit()
 
 
 # --------------------------------------------------------------------------- helpers

@@ -7,7 +7,7 @@ import secrets
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from exporters.base import SinkError
+from exporters.base import RebuildScope, SinkError
 from exporters.qmd.files import (
     _STAGING_PREFIX,
     _exchange,
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from exporters.qmd.exporter import QmdExporter
 
 
-class QmdRebuild:
+class QmdRebuild(RebuildScope):
     """Builds a persona's new file set in a hidden staging folder, swapped in on commit.
 
     Documents go to ``<export_dir>/.rebuild-<safe_persona>-<random>/`` (QMD skips
@@ -110,15 +110,6 @@ class QmdRebuild:
     def _require_open(self) -> None:
         if self._state != "open":
             raise SinkError(f"qmd: this rebuild of persona {self._persona!r} is already {self._state}")
-
-    def __enter__(self) -> QmdRebuild:
-        return self
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is not None:
-            self.abort()
-        elif self._state == "open":
-            self.commit()
 
 
 # ---------------------------------------------------------------------- helpers

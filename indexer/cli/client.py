@@ -33,7 +33,8 @@ def _token(config: Config) -> str:
 
 
 def follow_reindex(config: Config, *, personas=None, as_json: bool = False) -> int:
-    from tqdm import tqdm
+    from indexer.cli.progress_bar import ProgressBar
+    from indexer.sync.progress import PersonaProgress
 
     base = _base_url(config)
     headers = {"Authorization": f"Bearer {_token(config)}"}
@@ -41,36 +42,28 @@ def follow_reindex(config: Config, *, personas=None, as_json: bool = False) -> i
         response = httpx.post(base + "/v1/admin/reindex", json={"personas": personas}, headers=headers, timeout=10)
     except httpx.HTTPError as exc:
         raise CliError(f"cannot reach the daemon at {base}: {exc}") from None
-    if response.status_code in (401, 403):
-        raise CliError(f"the daemon refused the reindex ({response.status_code}): {response.text}")
     if response.status_code >= 400:
         raise CliError(f"the daemon refused the reindex ({response.status_code}): {response.text}")
     job = response.json()
     print(f"reindex {job['job_id']} delegated to the running daemon (search keeps answering meanwhile)",
           file=sys.stderr)
-    bar = None
-    while True:
-        try:
-            reply = httpx.get(base + "/v1/admin/reindex", headers=headers, timeout=10)
-            if reply.status_code != 200:
-                raise CliError(f"the daemon stopped reporting the reindex ({reply.status_code}): {reply.text}")
-            job = reply.json()
-        except (httpx.HTTPError, ValueError) as exc:
-            raise CliError(f"lost the daemon while following the reindex: {exc}") from None
-        progress = (job.get("progress") or {}).values()
-        if progress and sys.stderr.isatty():
-            # One bar in documents over every persona (the daemon counts them all before it starts).
-            done, total = sum(p["done"] for p in progress), sum(p.get("total") or 0 for p in progress)
-            if bar is None:
-                # initial=: what was done before the first poll is not counted in the rate
-                bar = tqdm(total=max(total, done), initial=done, desc="reindex", unit="doc", file=sys.stderr,
-                           dynamic_ncols=True)
-            bar.total = max(total, done)
-            bar.update(done - bar.n)
-        if job.get("state") in ("done", "failed"):
-            break
-        time.sleep(POLL_S)
-    if bar is not None:
+    bar = ProgressBar("reindex")  # one bar in documents: the daemon counts every persona before it starts
+    try:
+        while True:
+            try:
+                reply = httpx.get(base + "/v1/admin/reindex", headers=headers, timeout=10)
+                if reply.status_code != 200:
+                    raise CliError(f"the daemon stopped reporting the reindex ({reply.status_code}): {reply.text}")
+                job = reply.json()
+            except (httpx.HTTPError, ValueError) as exc:
+                raise CliError(f"lost the daemon while following the reindex: {exc}") from None
+            progress = job.get("progress") or {}
+            if progress:
+                bar.show({p: PersonaProgress(v["done"], v.get("total") or 0) for p, v in progress.items()})
+            if job.get("state") in ("done", "failed"):
+                break
+            time.sleep(POLL_S)
+    finally:
         bar.close()
     if as_json:
         _print_json(job)

@@ -30,7 +30,7 @@ class ProgressBar(ProgressTotals):
 
     def __init__(self, desc: str, *, file: TextIO | None = None, tty: bool | None = None,
                  log_every_s: float = 10.0):
-        super().__init__(on_change=self._show)
+        super().__init__(on_change=self.show)
         self.desc = desc
         self.file = file if file is not None else sys.stderr
         self.tty = self.file.isatty() if tty is None else tty
@@ -39,7 +39,8 @@ class ProgressBar(ProgressTotals):
         self._started = time.monotonic()
         self._last_log = self._started
 
-    def _show(self, state: Mapping[str, PersonaProgress]) -> None:
+    def show(self, state: Mapping[str, PersonaProgress]) -> None:
+        """Draw (or log) ``state``: this pass's own counts, or a job's polled from the daemon."""
         done, total = sum(p.done for p in state.values()), sum(p.total for p in state.values())
         if self.tty:
             if self._bar is None:
