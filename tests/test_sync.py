@@ -316,7 +316,7 @@ def test_tail_is_correct_against_a_concurrent_writer_process(writer, make_indexe
     writer.turn("seed", user="seed", assistant="seed")
     proc = subprocess.Popen(
         [sys.executable, "-m", "ledger.writer", "append", str(ledger_path), "--turns", "150", "--sessions", "7",
-         "--delay", "0.005", "--fork-every", "25"],
+         "--delay", "0.02", "--fork-every", "25"],  # ≥ 3 s of writing: several passes overlap it on a loaded box
         cwd=ROOT, stdout=subprocess.DEVNULL,
     )
     ix = make_indexer()
