@@ -28,6 +28,11 @@ class SinkError(RuntimeError):
     """A sink could not apply a batch. Nothing was committed to the state DB."""
 
 
+class RankCacheStale(Exception):
+    """A reader's in-memory copy of some rows disagreed with the table (a row read by its
+    address is not the row held for it). The copy is dropped; ask again."""
+
+
 @runtime_checkable
 class Rebuild(Protocol):
     def upsert(self, docs: Sequence[Document]) -> None: ...

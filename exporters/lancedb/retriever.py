@@ -16,6 +16,10 @@ re-scoring the candidates on the stored vectors, so ``_distance`` is always the
 exact cosine distance. The filter is always a prefilter: no row outside it is
 ever returned, by either route. Rows added since the index was trained are
 searched exactly beside it until maintenance folds them in.
+
+Candidates queried with :meth:`Retriever.rank_columns` take those columns from memory
+(:mod:`exporters.lancedb.rank_cache`, when ``rank_cache_bytes`` is set): the queries
+return row addresses and scores only.
 """
 
 from __future__ import annotations
@@ -30,10 +34,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from exporters.base import SinkError
 from exporters.lancedb.location import IndexLocation
 from exporters.lancedb.pointer import ACTIVE_FILE, _ActivePointer
+from exporters.lancedb.rank_cache import RankCaches, RankCacheStale
 from exporters.lancedb.schema import (
     DETAIL_COLUMNS,
     FLAT_MAX_ROWS,
@@ -82,7 +88,9 @@ def _needs_details(columns: list[str]) -> bool:
 class Retriever:
     """Read-only access to the persona tables; thread-safe for queries."""
 
-    def __init__(self, db_dir: Path | str | IndexLocation) -> None:
+    def __init__(self, db_dir: Path | str | IndexLocation, *, rank_cache_bytes: int = 0) -> None:
+        """``rank_cache_bytes``: memory for the rank columns of live tables (0: read them from
+        the tables at every query; worth it only in a process that answers many queries)."""
         self.location = IndexLocation.of(db_dir)
         #: object storage: the scope state the writer published (None on a local folder,
         #: where scopes come from the state DB); see :mod:`exporters.lancedb.objectstore`
@@ -102,6 +110,7 @@ class Retriever:
         self._lock = threading.Lock()
         #: False: every vector query is an exact scan (the benchmark's "without the index").
         self.use_vector_index = True
+        self.rank_caches = RankCaches(rank_cache_bytes, read_all=_read_all, read_rows=_read_rows)
 
     # -- tables --
 
@@ -133,10 +142,18 @@ class Retriever:
                 live = {e["table"] for e in self._pointer.get()["personas"].values()}
                 for old in [n for n in self._tables if n not in live]:
                     del self._tables[old]
+                self.rank_caches.keep_only(live)
                 self._tables[name] = tbl
             return tbl
 
+    def warm(self, persona: str) -> bool:
+        """Load the rank columns of ``persona``'s live table into memory now (a daemon's start);
+        False when there is no table, no cache, or it does not fit."""
+        table = self.active_table(persona)
+        return table is not None and self.rank_caches.load(table, self.rank_columns(table))
+
     def close(self) -> None:
+        self.rank_caches.close()
         with self._lock:
             self._tables.clear()
             self._counts.clear()
@@ -186,7 +203,14 @@ class Retriever:
         got: dict[str, dict] = {}
         rowids = [row.get("_rowid") for row in rows]
         if all(r is not None for r in rowids):  # a take by row address: no index lookup
-            got = {x["id"]: x for x in table.take_row_ids(rowids).select(["id", *wanted]).to_list()}
+            taken = table.take_row_ids(rowids).select(["id", *wanted]).with_row_id().to_list()
+            by_address = {x["_rowid"]: x["id"] for x in taken}
+            if any(by_address.get(row["_rowid"], row["id"]) != row["id"] for row in rows):
+                # an address holds another row than the candidate said: never show it
+                self.rank_caches.drop(table.name)
+                raise RankCacheStale(f"lancedb: table {table.name}: a row address holds another row "
+                                     "than the rank columns in memory said")
+            got = {x["id"]: x for x in taken}
         if set(got) != set(ids):  # a compaction moved rows between the two reads: by key
             got = {x["id"]: x for x in table.search().where(sql_in("id", ids)).select(["id", *wanted])
                    .limit(len(ids)).to_list()}
@@ -204,22 +228,38 @@ class Retriever:
         """The ``limit`` chunks closest to ``vector`` (cosine) among rows matching ``where``,
         as row dicts with ``_distance`` (the exact cosine distance, by either route)."""
         where = _as_where(where)
-
-        def knn():  # a fresh builder each time: lancedb's builders change in place
-            return (table.search(vector, vector_column_name="vector").distance_type("cosine")
-                    .where(where.sql, prefilter=True).select([*columns, "_distance"])
-                    .with_row_id(_needs_details(columns)).limit(limit))
-
         nprobes = self.vector_route(table, where)
-        if nprobes is None:
-            return knn().bypass_vector_index().to_list()
-        rows = knn().nprobes(nprobes).refine_factor(refine_factor(limit)).to_list()
-        if len(rows) < limit and len(rows) < self.count(table, where.sql):
+
+        def knn(select: list[str], with_row_id: bool):  # a fresh builder each time: they change in place
+            q = (table.search(vector, vector_column_name="vector").distance_type("cosine")
+                 .where(where.sql, prefilter=True).select(select).with_row_id(with_row_id).limit(limit))
+            return q.bypass_vector_index() if nprobes is None else \
+                q.nprobes(nprobes).refine_factor(refine_factor(limit))
+
+        rows = self._rows(table, knn, columns, ["_distance"])[0]
+        if nprobes is not None and len(rows) < limit and len(rows) < self.count(table, where.sql):
             # The probed partitions held fewer rows passing the filter than exist: never answer
             # with fewer rows than exist, search exactly (lance's adaptive ``maximum_nprobes``
             # is no cheaper: set at all, it probes every partition).
-            return knn().bypass_vector_index().to_list()
+            nprobes = None
+            rows = self._rows(table, knn, columns, ["_distance"])[0]
         return rows
+
+    def _rows(self, table, query, columns: list[str], extra: list[str]) -> tuple[list[dict], pa.Table]:
+        """Run ``query(select, with_row_id)`` for ``columns`` and the ``extra`` columns it computes
+        (scores, vectors): the rank columns from memory when they are the ones asked for, else
+        from the table. Returns the rows (without ``vector``) and the Arrow result (for ``extra``)."""
+        if self.rank_caches.enabled and columns == self.rank_columns(table):
+            tbl = query(extra, True).to_arrow()
+            rows = self.rank_caches.rows(table, tbl.column("_rowid").to_pylist(), columns)
+            if rows is not None:
+                for name in extra:
+                    if name != "vector":
+                        for row, value in zip(rows, tbl.column(name).to_pylist()):
+                            row[name] = value
+                return rows, tbl
+        tbl = query([*columns, *extra], _needs_details(columns)).to_arrow()
+        return tbl.drop_columns([c for c in ("vector",) if c in tbl.column_names]).to_pylist(), tbl
 
     def vector_route(self, table, where: Where | str) -> int | None:
         """How :meth:`nearest` searches ``table`` under ``where``: the partitions to probe on
@@ -269,11 +309,14 @@ class Retriever:
         text = " ".join(_WORD.findall(query))
         if not text:
             return [], None
-        wanted = [*columns, *(["vector"] if with_vectors else []), "_score"]
+        sql = _as_where(where).sql
+
+        def fts(select: list[str], with_row_id: bool):
+            return (table.search(MatchQuery(text, "text"), query_type="fts")
+                    .where(sql, prefilter=True).select(select).with_row_id(with_row_id).limit(limit))
+
         try:
-            tbl = (table.search(MatchQuery(text, "text"), query_type="fts")
-                   .where(_as_where(where).sql, prefilter=True).select(wanted)
-                   .with_row_id(_needs_details(columns)).limit(limit).to_arrow())
+            rows, tbl = self._rows(table, fts, columns, [*(["vector"] if with_vectors else []), "_score"])
         except Exception as exc:  # a missing or damaged FTS index: never answer as if nothing matched
             raise FtsUnavailable(f"{type(exc).__name__}: {exc}") from exc
         vectors = None
@@ -283,8 +326,7 @@ class Retriever:
             vectors = col.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32, copy=False)
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)
             vectors = vectors / np.where(norms == 0, 1.0, norms)
-            tbl = tbl.drop_columns(["vector"])
-        return tbl.to_pylist(), vectors
+        return rows, vectors
 
     def read(self, persona: str, path: str) -> str | None:
         """The full text of one document, or None."""
@@ -295,6 +337,14 @@ class Retriever:
         """Every document path of the persona's live table."""
         table = self.active_table(persona)
         return _paths_of(table) if table is not None else set()
+
+
+def _read_all(table, columns: list[str]) -> pa.Table:
+    return table.search().select(columns).with_row_id(True).limit(None).to_arrow()
+
+
+def _read_rows(table, rowids: list[int], columns: list[str]) -> pa.Table:
+    return table.take_row_ids(rowids).select(columns).with_row_id().to_arrow()
 
 
 def open_retriever(db_dir: Path | str | IndexLocation) -> Retriever:

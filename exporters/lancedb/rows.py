@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from exporters.base import SinkError
-from exporters.lancedb.schema import _clean, make_schema
+from exporters.lancedb.schema import _clean, chunk_id, make_schema
 from indexer.core.chunking import chunk_document, embedding_text
 from indexer.core.types import Chunk, Document
 from indexer.embedding.embedder import Embedder
@@ -71,7 +71,7 @@ def document_rows(persona: str, docs: Sequence[Document], embedder: Embedder,
     for d, cs in per_doc:
         path = _clean(d.path)
         for c in cs:
-            cols["id"].append(f"{path}#{c.index}")
+            cols["id"].append(chunk_id(path, c.index))
             cols["path"].append(path)
             cols["chunk_index"].append(c.index)
             cols["source"].append(_enum_value(d.source))

@@ -63,7 +63,11 @@ RETRAIN_SEGMENTS = 16
 #: probing a third of the partitions misses neighbours: recall@10 0.73 at 100k).
 MIN_NPROBES = 40
 #: Candidates re-scored exactly: ``REFINE_FACTOR`` per result row, at least ``MIN_REFINE_ROWS``.
-REFINE_FACTOR = 2
+#: A factor of 1 re-scores the rows the quantised scan ranked first (200 for the searcher), so
+#: distances and their order are exact; the set is the quantised scan's (100k rows: recall@10
+#: 1.000 and recall@200 0.991 against exact search, 11 ms; a factor of 2: recall@200 1.000, 15 ms —
+#: the other 200 rows are a random read each).
+REFINE_FACTOR = 1
 MIN_REFINE_ROWS = 200
 #: A filter matching at most this many rows is searched exactly (``bypass_vector_index``): a
 #: flat scan of a few thousand rows is as fast as the index, and an IVF probe of a selective
@@ -126,6 +130,11 @@ def _persona_hash(persona: str) -> str:
 def table_prefix(persona: str) -> str:
     slug = re.sub(r"[^a-z0-9]+", "-", persona.lower()).strip("-")[:24].strip("-") or "p"
     return f"{TABLE_PREFIX}{slug}_{_persona_hash(persona)}_g"
+
+
+def chunk_id(path: str, index: int) -> str:
+    """The ``id`` of a document's chunk ``index`` (the row key; one definition for writes and reads)."""
+    return f"{path}#{index}"
 
 
 def table_name(persona: str, generation: int) -> str:

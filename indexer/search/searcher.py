@@ -35,6 +35,7 @@ import numpy as np
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from exporters.base import RankCacheStale
 from indexer.core import calibration, ranking, time_hints
 from indexer.core.ranking import SHIPPED, Candidate, RankingSettings, keyword_score, vector_score
 from indexer.core.results import collapse, shown_candidates
@@ -199,7 +200,7 @@ class Searcher:
     """Holds the LanceDB reader, the state DB and the query embedder; thread-safe for queries."""
 
     def __init__(self, config: Config, *, embedder=None, state: StateDB | None = None,
-                 ranking_settings: RankingSettings = SHIPPED):
+                 ranking_settings: RankingSettings = SHIPPED, rank_cache: bool = True):
         from exporters.lancedb import Retriever
         from exporters.lancedb.location import IndexLocation
         from indexer.search.scope_source import scope_source
@@ -210,7 +211,8 @@ class Searcher:
         self.config = config
         # Immutable; the benchmark passes its own per grid point.
         self.ranking = ranking_settings
-        self.retriever = Retriever(IndexLocation.from_config(config))
+        self.retriever = Retriever(IndexLocation.from_config(config),
+                                   rank_cache_bytes=config.index.rank_cache_mb * 2**20 if rank_cache else 0)
         # The state DB locally; on object storage the scope state the writer published (on every
         # machine, the writer's too: one path), checked against this process's model.
         self.state = scope_source(config, self.retriever, lambda: self.embedder.fingerprint) \
@@ -257,15 +259,26 @@ class Searcher:
             raise SearchError(str(exc), code=2, http_status=422) from None
 
     def warm_up(self) -> None:
-        """Load the query model now, so no request's ``took_ms`` pays for it."""
+        """Load the query model and the rank columns of every live table now, so no
+        request's ``took_ms`` pays for them."""
         self.embedder.embed_query("warm up")
+        for persona in self.retriever.personas():
+            try:
+                self.retriever.warm(persona)
+            except Exception as exc:  # queries read the table instead; they report its errors
+                log.warning("search.warm_up_failed", persona=persona, error=str(exc)[:300])
 
     def search(self, request: SearchRequest) -> SearchResponse:
         if request.mode is not Mode.KEYWORD:
             self.embedder  # load outside the timer (first query only)
         started = time.perf_counter()
-        found = self.retrieve(request)
-        results = self.assemble(found, request)
+        try:
+            found = self.retrieve(request)
+            results = self.assemble(found, request)
+        except RankCacheStale as exc:  # never seen; the cache is dropped: ask the table itself
+            log.error("search.rank_cache_stale", persona=request.persona, error=str(exc))
+            found = self.retrieve(request)
+            results = self.assemble(found, request)
         took = (time.perf_counter() - started) * 1000
         return SearchResponse(results=results, mode=request.mode.value, model=self.model_name, took_ms=took,
                               warnings=tuple(found.warnings))
