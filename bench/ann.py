@@ -184,6 +184,7 @@ def search_latency(config, real, questions: Sequence[str], sessions: int, n: int
 
     labels = session_labels(sessions)
     searcher = Searcher(config, embedder=real)
+    searcher.warm_up()  # as the daemon does at start: the model and the rank columns in memory
     reqs = {scope: requests_for(scope, labels, questions, n, seed) for seed, scope in ((1, "session"), (3, "persona"))}
     variants = [("persona", True), ("persona", False), ("session", True), ("session", False)]
     times: dict[str, list[float]] = {f"{s}/{'index' if ix else 'exact'}": [] for s, ix in variants}

@@ -304,6 +304,7 @@ def inprocess_latency(info: dict, real, queries: Sequence[str], n: int) -> dict:
 
     labels = session_labels(info["sessions"])
     searcher = Searcher(info["config"], embedder=real)
+    searcher.warm_up()  # as the daemon does at start: the model and the rank columns in memory
     scopes = ("session", "project", "persona")
     reqs = {scope: requests_for(scope, labels, queries, n, seed) for seed, scope in enumerate(scopes, start=1)}
     times: dict[str, list[float]] = {scope: [] for scope in scopes}

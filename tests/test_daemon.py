@@ -91,6 +91,11 @@ def test_new_turns_from_a_writer_process_appear_in_search(setup):
         assert {"version", "python", "lancedb", "fastembed", "sinks"} <= set(labels) and build.endswith(" 1.0")
         assert re.search(r"^process_resident_memory_bytes \d", metrics, re.M)
         assert re.search(r"^process_cpu_seconds_total \d", metrics, re.M)
+        # the searches' candidates: rank columns from memory or, for a table newer than the warm-up, read
+        served = {m[0]: float(m[1]) for m in re.findall(r'^ledger_indexer_rank_cache_rows_total\{source="(\w+)"\} (\S+)',
+                                                        metrics, re.M)}
+        assert set(served) == {"memory", "table"} and served["memory"] + served["table"] > 0
+        assert re.search(r"^ledger_indexer_rank_cache_bytes \d", metrics, re.M)
     finally:
         assert d.stop() == 0
     assert_converged(tmp, ledger)

@@ -75,6 +75,8 @@ class Daemon:
             self.searcher.warm_up()
         self.metrics = Metrics()
         identity = self.indexer.build_identity
+        if self.searcher is not None:
+            self.metrics.watch_rank_cache(self.searcher.retriever.rank_caches)
         self.metrics.set_build_info(role="run", model=config.embedding.model, sinks=",".join(config.index.sinks),
                                     document_format=identity.document_format, redaction=identity.redaction)
         self._start_http()

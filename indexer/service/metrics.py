@@ -32,6 +32,7 @@ from __future__ import annotations
 import time
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, ProcessCollector, generate_latest
+from prometheus_client.core import CounterMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from indexer.embedding import native_memory
@@ -60,6 +61,23 @@ def software_versions() -> dict[str, str]:
         except PackageNotFoundError:
             out[key] = "unknown"
     return out
+
+
+class _RankCacheRows:
+    """``ledger_indexer_rank_cache_rows_total{source="memory"|"table"}``: counters kept by the cache."""
+
+    def __init__(self, caches) -> None:
+        self._caches = caches
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        family = CounterMetricFamily("ledger_indexer_rank_cache_rows", "Search candidates whose rank columns "
+                                     "came from memory or had to be read from the table.", labels=["source"])
+        family.add_metric(["memory"], self._caches.hits)
+        family.add_metric(["table"], self._caches.misses)
+        yield family
 
 
 class Metrics:
@@ -110,6 +128,13 @@ class Metrics:
                           "ruleset the index is built with.", registry=r)
         self._build_labels = software_versions()
         self.build.info(self._build_labels)
+
+    def watch_rank_cache(self, caches) -> None:
+        """Export a searcher's in-memory rank columns (``exporters.lancedb.rank_cache.RankCaches``):
+        their bytes, and the candidate rows served from memory or read from the tables."""
+        Gauge("ledger_indexer_rank_cache_bytes", "Memory held by the rank columns of live tables "
+              "([index] rank_cache_mb bounds it).", registry=self.registry).set_function(lambda: caches.nbytes)
+        self.registry.register(_RankCacheRows(caches))
 
     def set_build_info(self, **labels: str) -> None:
         """Add to ``ledger_indexer_build_info`` (e.g. ``role``, ``model``, ``redaction``)."""

@@ -196,6 +196,7 @@ def run_serve(config: Config) -> int:
             token = None
     metrics = Metrics()
     metrics.set_build_info(role="serve", model=config.embedding.model, sinks="lancedb")
+    metrics.watch_rank_cache(service.searcher.retriever.rank_caches)
     metrics.set_ready(True)
     server = ApiServer(create_app(service, admin_token=token, max_request_bytes=config.api.max_request_bytes,
                                   metrics=metrics), config.api.host, config.api.port, graceful_shutdown_s=3)
