@@ -10,10 +10,10 @@ Vector queries are routed per filter (:meth:`Retriever.nearest`): a table
 without a vector index, or a filter matching at most ``FLAT_MAX_ROWS`` rows (a
 session, a project, a date window), is searched exactly
 (``bypass_vector_index``); a broad filter on an indexed table (persona scope)
-goes through the IVF_SQ index, probing a third of its partitions (at least
-``MIN_NPROBES``, more when they hold too few rows that pass the filter) and
-re-scoring the candidates on the stored vectors, so ``_distance`` is always the
-exact cosine distance. The filter is always a prefilter: no row outside it is
+goes through the IVF_SQ index, probing half of its partitions (at least
+``MIN_NPROBES``; an exact scan when they hold too few rows that pass the filter)
+and re-scoring the rows it ranks first on the stored vectors, so ``_distance`` is
+always the exact cosine distance. The filter is always a prefilter: no row outside it is
 ever returned, by either route. Rows added since the index was trained are
 searched exactly beside it until maintenance folds them in.
 
