@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from fake_embedder import FakeEmbedder
 
 from exporters.lancedb import LanceSink, Retriever
@@ -175,60 +176,54 @@ def test_a_table_over_the_budget_is_read_directly_and_the_oldest_table_goes_firs
 # --------------------------------------------------------------------------- a stale copy is never shown
 
 
+@pytest.fixture
+def searchers(tmp_path: Path):
+    """The demo index with the real model; a searcher reading the rank columns from the table and
+    one holding them in memory (warmed, as the daemon's), and the demo's persona."""
+    demo = build_demo_index(tmp_path)
+    plain = Searcher(demo.config, embedder=demo.embedder, state=demo.ix.state, rank_cache=False)
+    cached = Searcher(demo.config, embedder=demo.embedder, state=demo.ix.state)
+    cached.warm_up()
+    try:
+        yield plain, cached, cached.retriever.personas()[0]
+    finally:
+        plain.close()
+        cached.close()
+        demo.close()
+
+
 def test_a_stale_copy_is_caught_by_the_shown_rows_dropped_and_the_search_answered_from_the_table(
-        tmp_path: Path) -> None:
-    demo = build_demo_index(tmp_path)
-    try:
-        config = demo.config
-        plain = Searcher(config, embedder=demo.embedder, state=demo.ix.state, rank_cache=False)
-        cached = Searcher(config, embedder=demo.embedder, state=demo.ix.state)
-        cached.warm_up()
-        persona = cached.retriever.personas()[0]
-        req = SearchRequest(query="what did we decide about the deploy", persona=persona)
-        expected = plain.search(req).as_dict()["results"]
-        assert expected and cached.search(req).as_dict()["results"] == expected
+        searchers) -> None:
+    plain, cached, persona = searchers
+    req = SearchRequest(query="what did we decide about the deploy", persona=persona)
+    expected = plain.search(req).as_dict()["results"]
+    assert expected and cached.search(req).as_dict()["results"] == expected
 
-        # Corrupt the copy: every row's path (and so its id) shifted by one address.
-        table = cached.retriever.active_table(persona)
-        caches = cached.retriever.rank_caches
-        entry = caches._tables[table.name]
-        tbl = table.search().select(list(entry.columns)).with_row_id(True).limit(None).to_arrow()
-        paths = tbl.column("path").to_pylist()
-        shifted = tbl.set_column(tbl.schema.get_field_index("path"), "path", pa.array(paths[1:] + paths[:1]))
-        ids = shifted.column("id").to_pylist()
-        shifted = shifted.set_column(shifted.schema.get_field_index("id"), "id", pa.array(ids[1:] + ids[:1]))
-        entry.main = _Block.of(shifted, entry.columns)
+    # Corrupt the copy: every row's path (and so its id) shifted by one address.
+    table = cached.retriever.active_table(persona)
+    caches = cached.retriever.rank_caches
+    entry = caches._tables[table.name]
+    tbl = table.search().select(list(entry.columns)).with_row_id(True).limit(None).to_arrow()
+    for name in ("path", "id"):
+        values = tbl.column(name).to_pylist()
+        tbl = tbl.set_column(tbl.schema.get_field_index(name), name, pa.array(values[1:] + values[:1]))
+    entry.main = _Block.of(tbl, entry.columns)
 
-        got = cached.search(req).as_dict()["results"]
-        assert got == expected  # nothing from the stale copy reached the answer
-        assert table.name not in caches._tables or caches._tables[table.name].main is not entry.main
-        plain.close()
-        cached.close()
-    finally:
-        demo.close()
+    assert cached.search(req).as_dict()["results"] == expected  # nothing from the stale copy reached it
+    assert table.name not in caches._tables or caches._tables[table.name].main is not entry.main
 
 
-def test_search_results_with_the_cache_equal_those_without_in_every_scope(tmp_path: Path) -> None:
-    demo = build_demo_index(tmp_path)
-    try:
-        config = demo.config
-        plain = Searcher(config, embedder=demo.embedder, state=demo.ix.state, rank_cache=False)
-        cached = Searcher(config, embedder=demo.embedder, state=demo.ix.state)
-        cached.warm_up()
-        persona = cached.retriever.personas()[0]
-        sessions = sorted({r["session"] for r in cached.retriever.active_table(persona).search()
-                           .select(["session"]).limit(None).to_list() if r["session"]})
-        queries = ["JWT expiry", "what did we decide about the deploy", "postgres migration", "birthday"]
-        asked = 0
-        for q in queries:
-            for scope, session in (("persona", None), ("session", sessions[0]), ("project", sessions[-1])):
-                for mode in ("hybrid", "vector", "keyword"):
-                    req = SearchRequest(query=q, persona=persona, scope=scope, session=session, mode=mode,
-                                        max_results=10)
-                    assert cached.search(req).as_dict()["results"] == plain.search(req).as_dict()["results"]
-                    asked += 1
-        assert asked == 36 and cached.retriever.rank_caches.hits > 0
-        plain.close()
-        cached.close()
-    finally:
-        demo.close()
+def test_search_results_with_the_cache_equal_those_without_in_every_scope(searchers) -> None:
+    plain, cached, persona = searchers
+    sessions = sorted({r["session"] for r in cached.retriever.active_table(persona).search()
+                       .select(["session"]).limit(None).to_list() if r["session"]})
+    queries = ["JWT expiry", "what did we decide about the deploy", "postgres migration", "birthday"]
+    asked = 0
+    for q in queries:
+        for scope, session in (("persona", None), ("session", sessions[0]), ("project", sessions[-1])):
+            for mode in ("hybrid", "vector", "keyword"):
+                req = SearchRequest(query=q, persona=persona, scope=scope, session=session, mode=mode,
+                                    max_results=10)
+                assert cached.search(req).as_dict()["results"] == plain.search(req).as_dict()["results"]
+                asked += 1
+    assert asked == 36 and cached.retriever.rank_caches.hits > 0

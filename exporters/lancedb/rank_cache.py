@@ -67,7 +67,7 @@ class _Block:
     nbytes: int
 
     @classmethod
-    def of(cls, tbl: pa.Table, columns: Sequence[str]) -> "_Block":
+    def of(cls, tbl: pa.Table, columns: Sequence[str]) -> _Block:
         """A block of ``tbl`` (``_rowid``, ``id`` and ``columns``), any order."""
         order = pc.sort_indices(tbl.column("_rowid"))
         tbl = tbl.take(order)
@@ -298,4 +298,4 @@ class RankCaches:
         log.debug("rank_cache.loaded", table=table.name, rows=len(block.rowids), bytes=block.nbytes)
 
 
-__all__ = ["RankCaches", "RankCacheStale"]
+__all__ = ["RankCacheStale", "RankCaches"]
