@@ -219,14 +219,22 @@ def indexed(tmp_path: Path, monkeypatch):
     sink.close()
 
 
-def test_selective_filters_are_searched_exactly(indexed) -> None:
+def test_selective_filters_are_searched_exactly_unless_every_partition_is_probed(indexed, monkeypatch) -> None:
     _, retriever, table = indexed
     q = FakeEmbedder().embed_query("rockets and budgets")
     session = scope_where(Scope.SESSION, "s3")
-    assert retriever.vector_route(table, session) is None  # 50 rows <= FLAT_MAX_ROWS: exact
+    want = [r["id"] for r in exact(table, q, session, 200)]
+    # 12 partitions, all probed: the quantised scan sees every row of the session, then re-scores them
+    assert retriever.vector_route(table, session) == 12
     got = retriever.nearest(table, q, session, 200, retriever.columns(table))
     assert len(got) == 50 and {r["session"] for r in got} == {"s3"}  # every row there is, none outside
-    assert [r["id"] for r in got] == [r["id"] for r in exact(table, q, session, 200)]
+    assert [r["id"] for r in got] == want
+    # Probing fewer than all: 50 rows <= FLAT_MAX_ROWS, searched exactly
+    monkeypatch.setattr(retriever_mod, "vector_nprobes", lambda partitions: 6)
+    assert retriever.vector_route(table, session) is None
+    assert retriever.vector_route(table, scope_where()) == 6  # the whole table still through the index
+    got = retriever.nearest(table, q, session, 200, retriever.columns(table))
+    assert [r["id"] for r in got] == want
 
 
 def test_the_index_never_returns_rows_outside_the_filter_nor_fewer_than_exist(indexed, monkeypatch) -> None:

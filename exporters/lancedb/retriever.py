@@ -7,10 +7,10 @@ search needs is made here, from typed values (a scope filter, time ranges):
 a :class:`Where` carries the SQL and whether it admits the whole table.
 
 Vector queries are routed per filter (:meth:`Retriever.nearest`): a table
-without a vector index, or a filter matching at most ``FLAT_MAX_ROWS`` rows (a
-session, a project, a date window), is searched exactly
-(``bypass_vector_index``); a broad filter on an indexed table (persona scope)
-goes through the IVF_SQ index, probing half of its partitions (at least
+without a vector index is searched exactly (``bypass_vector_index``); so is a
+filter matching at most ``FLAT_MAX_ROWS`` rows (a session, a project, a date
+window) when the index has more partitions than a query probes. Any other
+filter on an indexed table goes through the IVF_SQ index, probing half of its partitions (at least
 ``MIN_NPROBES``; an exact scan when they hold too few rows that pass the filter)
 and re-scoring the rows it ranks first on the stored vectors, so ``_distance`` is
 always the exact cosine distance. The filter is always a prefilter: no row outside it is
@@ -264,16 +264,22 @@ class Retriever:
     def vector_route(self, table, where: Where | str) -> int | None:
         """How :meth:`nearest` searches ``table`` under ``where``: the partitions to probe on
         its vector index, or None for an exact scan (no index recorded for the table, or a
-        filter matching at most ``FLAT_MAX_ROWS`` rows)."""
+        filter matching at most ``FLAT_MAX_ROWS`` rows while not every partition is probed)."""
         if not self.use_vector_index:
             return None
         index = self.vector_index(table.name)
         if not index or not index.get("partitions"):
             return None
         where = _as_where(where)
-        if not where.whole and self.count(table, where.sql) <= FLAT_MAX_ROWS:
+        partitions = int(index["partitions"])
+        nprobes = vector_nprobes(partitions)
+        # Every partition probed (up to MIN_NPROBES of them): the quantised scan sees every row
+        # that passes the filter, so even a selective one loses nothing and reads fewer vectors
+        # (100k, a 5,000-row project: 8.6 vs 15.4 ms, recall@10 1.0). Otherwise a selective
+        # filter could fall outside the probed partitions: searched exactly.
+        if nprobes < partitions and not where.whole and self.count(table, where.sql) <= FLAT_MAX_ROWS:
             return None
-        return vector_nprobes(int(index["partitions"]))
+        return nprobes
 
     def vector_index(self, table_name: str) -> dict[str, Any] | None:
         """The vector index the writer recorded for a live table (partitions, trained rows), or None."""

@@ -69,9 +69,10 @@ MIN_NPROBES = 40
 #: the other 200 rows are a random read each).
 REFINE_FACTOR = 1
 MIN_REFINE_ROWS = 200
-#: A filter matching at most this many rows is searched exactly (``bypass_vector_index``): a
-#: flat scan of a few thousand rows is as fast as the index, and an IVF probe of a selective
-#: filter can miss rows (the probed partitions hold fewer than ``limit`` of them).
+#: A filter matching at most this many rows is searched exactly (``bypass_vector_index``) when a
+#: query probes fewer than all partitions: an IVF probe of a selective filter can miss rows (the
+#: probed partitions hold fewer than ``limit`` of them). With every partition probed the index
+#: route sees every row and reads fewer vectors (100k rows, a 5,000-row project: 8.6 vs 15.4 ms).
 FLAT_MAX_ROWS = 20_000
 
 
