@@ -125,9 +125,13 @@ MEMORY_VARIANTS = {
                "LEDGER_INDEXER_SYNC_TRIM_MEMORY_SECONDS": "0"},
     "after": {},
     "after_spinning": {"LEDGER_INDEXER_EMBEDDING_ALLOW_SPINNING": "true"},
+    "after_no_rank_cache": {"LEDGER_INDEXER_INDEX_RANK_CACHE_MB": "0"},
+    "after_arenas_2": {"MALLOC_ARENA_MAX": "2"},
 }
 MEMORY_LABELS = {"before": "before (arena on, 32 by count, spinning, no trims)", "after": "after (defaults)",
-                 "after_spinning": "after + `allow_spinning = true`"}
+                 "after_spinning": "after + `allow_spinning = true`",
+                 "after_no_rank_cache": "after + `rank_cache_mb = 0`",
+                 "after_arenas_2": "after + `MALLOC_ARENA_MAX=2`"}
 
 
 # -- process samples ------------------------------------------------------------------------------
@@ -575,7 +579,7 @@ def memory(size: str, p: dict) -> dict:
         _real, lines, info = load_corpus(size)
     questions = L.locomo_questions()
     random.Random(4).shuffle(questions)
-    names = list(MEMORY_VARIANTS)
+    names = [n for n in MEMORY_VARIANTS if n in p.get("memory_variants", MEMORY_VARIANTS)]
     runs = []
     for r in range(p["memory_runs"]):
         for name in (names if r % 2 == 0 else names[::-1]):
@@ -817,6 +821,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--only", default="freshness,load,idle,memory",
                     help="comma-separated: freshness, load, idle, memory")
     ap.add_argument("--memory-runs", type=int, default=None, help="daemons per memory variant")
+    ap.add_argument("--memory-variants", default=None,
+                    help="comma-separated subset of " + ",".join(MEMORY_VARIANTS) + " (default: all)")
     ap.add_argument("--memory-turns", type=int, default=None)
     ap.add_argument("--appends", type=int, default=None)
     ap.add_argument("--seed-turns", type=int, default=None)
@@ -835,6 +841,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         p["idle_s"] = args.idle_seconds
     if args.memory_runs is not None:
         p["memory_runs"] = args.memory_runs
+    if args.memory_variants:
+        unknown = set(args.memory_variants.split(",")) - set(MEMORY_VARIANTS)
+        if unknown:
+            ap.error(f"unknown memory variant(s) {sorted(unknown)}: choose from {', '.join(MEMORY_VARIANTS)}")
+        p["memory_variants"] = args.memory_variants.split(",")
     if args.memory_turns is not None:
         p["memory_turns"] = args.memory_turns
     only = {w.strip() for w in args.only.split(",") if w.strip()}

@@ -130,3 +130,11 @@ def test_report_renders_every_section():
     assert "| sync pass that wrote the turn | 5 | 80 |" in md
     assert "### API under load (100,000 chunks)" in md and "| 4 clients | 10 | 20.0 |" in md
     assert "### Idle cost" in md and "| 2 (4, 5 ms) |" in md and "| 0 |" in md
+
+
+def test_an_unknown_memory_variant_is_a_usage_error_naming_the_choices(capsys):
+    with pytest.raises(SystemExit) as exc:
+        D.main(["--only", "memory", "--memory-variants", "after,bogus"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown memory variant(s) ['bogus']" in err and "after_no_rank_cache" in err
