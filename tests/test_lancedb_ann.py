@@ -224,9 +224,14 @@ def test_selective_filters_are_searched_exactly_unless_every_partition_is_probed
     q = FakeEmbedder().embed_query("rockets and budgets")
     session = scope_where(Scope.SESSION, "s3")
     want = [r["id"] for r in exact(table, q, session, 200)]
-    # 12 partitions, all probed: the quantised scan sees every row of the session, then re-scores them
+    # 12 partitions, all probed: the quantised scan sees every row of the session, then re-scores them,
+    # and the answer is complete without counting the rows that pass
     assert retriever.vector_route(table, session) == 12
+    counted = []
+    retriever.count = lambda *args: counted.append(args) or 10**9  # the instance's own, removed below
     got = retriever.nearest(table, q, session, 200, retriever.columns(table))
+    del retriever.count
+    assert counted == []
     assert len(got) == 50 and {r["session"] for r in got} == {"s3"}  # every row there is, none outside
     assert [r["id"] for r in got] == want
     # Probing fewer than all: 50 rows <= FLAT_MAX_ROWS, searched exactly

@@ -210,12 +210,17 @@ class RankCaches:
         if not self.enabled or table.name in self._too_big:
             return False
         with self._lock:
-            cache = self._tables.get(table.name)
-            if cache is None or cache.columns != tuple(columns):
-                cache = self._tables[table.name] = _TableCache(columns)
+            cache = self._entry(table.name, tuple(columns))
         self._reload(table, cache)
         with self._lock:
             return self._tables.get(table.name) is cache
+
+    def _entry(self, name: str, columns: tuple[str, ...]) -> _TableCache:
+        """The table's cache (a new, empty one when it held other columns); under the lock."""
+        cache = self._tables.get(name)
+        if cache is None or cache.columns != columns:
+            cache = self._tables[name] = _TableCache(columns)
+        return cache
 
     def rows(self, table, rowids: Sequence[int], columns: Sequence[str]) -> list[dict] | None:
         """The rows at ``rowids`` (in that order, each with ``_rowid``), or None when the cache
@@ -225,9 +230,7 @@ class RankCaches:
             return None
         columns = tuple(columns)
         with self._lock:
-            cache = self._tables.get(table.name)
-            if cache is None or cache.columns != columns:
-                cache = self._tables[table.name] = _TableCache(columns)
+            cache = self._entry(table.name, columns)
             self._tables.move_to_end(table.name)
             blocks = cache.blocks()
         want = np.asarray(rowids, dtype=np.uint64)
