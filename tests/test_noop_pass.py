@@ -13,7 +13,7 @@ import pytest
 
 import indexer.state.db as db_mod
 import indexer.sync.engine as engine
-from indexer.state.db import INDEXES_3, StateDB
+from indexer.state.db import INDEXES_3, INDEXES_4, StateDB
 from indexer.sync import quiet
 from indexer.sync.context import Indexer
 from indexer.sync.engine import sync_once
@@ -55,10 +55,10 @@ def test_a_state_db_of_schema_2_gains_the_indexes_and_keeps_its_data(tmp_path, m
     con.close()
     assert not names & set(INDEXES_3)
 
-    monkeypatch.undo()  # this release's migrations
+    monkeypatch.undo()  # this release's migrations (3 and 4)
     state = StateDB(path)
     try:
-        assert state.schema_version == len(db_mod.MIGRATIONS) == 3
+        assert state.schema_version == len(db_mod.MIGRATIONS) == 4
         con = sqlite3.connect(path)
         found = {name: [c[2] for c in con.execute(f'PRAGMA index_info("{name}")')] for name in INDEXES_3}
         con.close()
@@ -81,18 +81,51 @@ def test_a_state_db_of_schema_2_gains_the_indexes_and_keeps_its_data(tmp_path, m
               "turn_id LIMIT 5", ("atlas",))
     # opening it again changes nothing
     again = StateDB(path)
-    assert again.schema_version == 3
+    assert again.schema_version == 4
     again.close()
 
 
-def test_a_fresh_state_db_is_created_at_schema_3_with_the_indexes(tmp_path):
+def test_a_fresh_state_db_is_created_at_the_latest_schema_with_the_indexes(tmp_path):
     state = StateDB(tmp_path / "state.sqlite")
     state.close()
     con = sqlite3.connect(tmp_path / "state.sqlite")
     names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     version = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
     con.close()
-    assert set(INDEXES_3) <= names and version == "3"
+    assert set(INDEXES_3) | set(INDEXES_4) <= names and version == "4"
+
+
+def test_a_state_db_of_schema_3_gains_the_scope_indexes_and_resolves_scopes_by_them(tmp_path, monkeypatch):
+    """Schema 4: a search's scope lookups (a persona's private and deleted sessions) use an
+    index instead of reading every session row of the persona."""
+    path = tmp_path / "state.sqlite"
+    monkeypatch.setattr(db_mod, "MIGRATIONS", db_mod.MIGRATIONS[:3])
+    old = StateDB(path)
+    with old.atomic():
+        old.register_sessions([(f"s{i}", "atlas", "deleted" if i % 7 == 0 else "active") for i in range(40)]
+                              + [("b1", "bob", "active")])
+    old.set_visibility("s3", "private")
+    old.set_visibility("b1", "private")
+    facts_before = old.scope_facts("atlas", "s1")
+    old.close()
+    monkeypatch.undo()
+    state = StateDB(path)
+    try:
+        assert state.schema_version == 4
+        con = sqlite3.connect(path)
+        found = {name: [c[2] for c in con.execute(f'PRAGMA index_info("{name}")')] for name in INDEXES_4}
+        con.close()
+        assert found == {"sessions_persona_visibility": ["persona", "visibility"],
+                         "sessions_persona_status": ["persona", "ledger_status"]}
+        assert state.scope_facts("atlas", "s1") == facts_before
+        assert facts_before.private == frozenset({"s3"})
+        assert facts_before.deleted == frozenset({f"s{i}" for i in range(0, 40, 7)})
+    finally:
+        state.close()
+    assert "sessions_persona_visibility" in _plan(
+        path, "SELECT label FROM sessions WHERE persona = ? AND visibility = ?", ("atlas", "private"))
+    assert "sessions_persona_status" in _plan(
+        path, "SELECT label FROM sessions WHERE persona = ? AND ledger_status = ?", ("atlas", "deleted"))
 
 
 # -- checks skipped while the ledger files are unchanged -------------------------------------------------

