@@ -286,6 +286,48 @@ def test_broad_filters_use_the_index_with_exact_distances(indexed, monkeypatch) 
     assert retriever.vector_route(table, scope_where()) is None
 
 
+def test_a_filter_every_row_passes_is_not_sent_and_changes_nothing(indexed, monkeypatch) -> None:
+    """The unrestricted persona scope's filter admits every row: LanceDB would evaluate it on
+    every row for nothing, so it is not sent (vector and full-text stages); the rows and
+    scores are the same as with it sent. Any other filter is sent."""
+    import lancedb.query as lq
+
+    _, retriever, table = indexed
+    sent = []
+    for cls in (lq.LanceQueryBuilder, lq.LanceVectorQueryBuilder):
+        original = cls.where
+
+        def spy(self, where, *args, _original=original, **kwargs):
+            sent.append(where)
+            return _original(self, where, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "where", spy)
+    cols = retriever.columns(table)
+    q = FakeEmbedder().embed_query("rockets and budgets")
+    whole = scope_where()
+    assert whole.whole
+    as_sent = Where(whole.sql)  # the same SQL, sent
+    for route in (True, False):  # through the index and exactly
+        retriever.use_vector_index = route
+        sent.clear()
+        got = retriever.nearest(table, q, whole, 30, cols)
+        assert sent == []
+        want = retriever.nearest(table, q, as_sent, 30, cols)
+        assert sent == [whole.sql]
+        assert [(r["id"], r["_distance"]) for r in got] == [(r["id"], r["_distance"]) for r in want]
+    sent.clear()
+    hits, vectors = retriever.matching(table, "rockets budgets", whole, 50, cols, with_vectors=True)
+    assert sent == []
+    hits2, vectors2 = retriever.matching(table, "rockets budgets", as_sent, 50, cols, with_vectors=True)
+    assert sent == [whole.sql]
+    assert [(r["id"], r["_score"]) for r in hits] == [(r["id"], r["_score"]) for r in hits2] and len(hits) == 50
+    assert np.array_equal(vectors, vectors2)
+    private = scope_where(private={"s3"})
+    sent.clear()
+    got = retriever.nearest(table, q, private, 30, cols)
+    assert sent == [private.sql] and "s3" not in {r["session"] for r in got}
+
+
 def test_indexed_search_equals_exact_search_with_the_real_model(tmp_path: Path, monkeypatch) -> None:
     """Real MiniLM vectors, 400 chunks, an index of 8 partitions: with the shipped probe policy
     (every partition while there are at most MIN_NPROBES) the vector stage returns exact search's

@@ -67,7 +67,8 @@ class FtsUnavailable(Exception):
 @dataclass(frozen=True, slots=True)
 class Where:
     """A prefilter: its SQL, and whether it admits every row of the table (the persona
-    scope over both sources, no session excluded), which routes without counting."""
+    scope over both sources, no session excluded): such a filter routes without counting
+    and is not sent to LanceDB at all (:func:`_prefiltered`)."""
 
     sql: str
     whole: bool = False
@@ -78,6 +79,13 @@ class Where:
 
 def _as_where(where: Where | str) -> Where:
     return where if isinstance(where, Where) else Where(str(where))
+
+
+def _prefiltered(query, where: Where):
+    """``query`` prefiltered by ``where``; a filter every row passes is not sent: LanceDB
+    would evaluate it on every row of the table for every query (the persona scope at 1M
+    rows: 7 ms of a 25 ms vector stage). The searcher's per-row scope check still runs."""
+    return query if where.whole else query.where(where.sql, prefilter=True)
 
 
 def _needs_details(columns: list[str]) -> bool:
@@ -231,8 +239,8 @@ class Retriever:
         nprobes = self.vector_route(table, where)
 
         def knn(select: list[str], with_row_id: bool):  # a fresh builder each time: they change in place
-            q = (table.search(vector, vector_column_name="vector").distance_type("cosine")
-                 .where(where.sql, prefilter=True).select(select).with_row_id(with_row_id).limit(limit))
+            q = (_prefiltered(table.search(vector, vector_column_name="vector").distance_type("cosine"), where)
+                 .select(select).with_row_id(with_row_id).limit(limit))
             return q.bypass_vector_index() if nprobes is None else \
                 q.nprobes(nprobes).refine_factor(refine_factor(limit))
 
@@ -317,11 +325,11 @@ class Retriever:
         text = " ".join(_WORD.findall(query))
         if not text:
             return [], None
-        sql = _as_where(where).sql
+        where = _as_where(where)
 
         def fts(select: list[str], with_row_id: bool):
-            return (table.search(MatchQuery(text, "text"), query_type="fts")
-                    .where(sql, prefilter=True).select(select).with_row_id(with_row_id).limit(limit))
+            return (_prefiltered(table.search(MatchQuery(text, "text"), query_type="fts"), where)
+                    .select(select).with_row_id(with_row_id).limit(limit))
 
         try:
             rows, tbl = self._rows(table, fts, columns, [*(["vector"] if with_vectors else []), "_score"])

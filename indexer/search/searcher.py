@@ -17,8 +17,9 @@ just below a list's cut-off.
 Results are one per document (its best chunk) and one per turn shared by
 forked sessions (the best copy, with ``sessions`` listing every session in the
 caller's scope that holds it: :mod:`indexer.core.results`), filtered by the
-scope twice: in the LanceDB prefilter and again per row in Python, before any
-ranking — so nothing outside the scope is ever ranked, merged or listed.
+scope twice: in the LanceDB prefilter (not sent when the scope admits every row
+of the persona's table) and again per row in Python, before any ranking — so
+nothing outside the scope is ever ranked, merged or listed.
 """
 
 from __future__ import annotations
