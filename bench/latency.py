@@ -230,12 +230,14 @@ def build_corpus(size_name: str, n_turns: int, real, pool: Sequence[str], pool_v
 
 def _build_corpus(size_name: str, n_turns: int, real, pool: Sequence[str], pool_vecs: np.ndarray) -> dict:
     from exporters.lancedb import LanceSink
+    from exporters.lancedb.schema import VECTOR_INDEX_MIN_ROWS
     from indexer.core.chunking import CHUNKING_VERSION
     from indexer.core.build import DOCUMENT_FORMAT_VERSION
 
     key = sha256_json({"v": CORPUS_VERSION, "n": n_turns, "pool": POOL_SIZE, "noise": NOISE,
                        "data": sha256_file(LOCOMO_PATH), "fp": real.fingerprint, "chunking": CHUNKING_VERSION,
-                       "format": DOCUMENT_FORMAT_VERSION, "tps": TURNS_PER_SESSION})[:12]
+                       "format": DOCUMENT_FORMAT_VERSION, "tps": TURNS_PER_SESSION,
+                       "vector_index_rows": VECTOR_INDEX_MIN_ROWS})[:12]
     root = OUT / "latency-index" / f"{size_name}-{key}"
     done = root / "built.json"
     config = corpus_config(root)

@@ -5,7 +5,7 @@ drawn from a pool of real model vectors, see ``bench/latency.py``), one
 persona, 100 turns per session, one project of 50 sessions; written through
 the real :class:`exporters.lancedb.LanceSink` (chunking, ``merge_insert`` per
 500 documents, FTS/BTREE/BITMAP indexes, optimize, and past
-``VECTOR_INDEX_MIN_ROWS`` (50,000) rows the IVF_SQ vector index that
+``VECTOR_INDEX_MIN_ROWS`` (2,500) rows the IVF_SQ vector index that
 ``maintain`` builds) into
 
 - ``local``: a folder on this machine's disk;
@@ -428,7 +428,7 @@ def report(rows: list[dict], timing: dict, server: dict | None = None, plain: bo
 
 Queries: per row after one first query, in-process, real query embedding included. Build: the
 upserts of 1,000 documents with their final `maintain(force=True)` (which builds the vector index
-past 50,000 rows); at 1M the ann corpus, whose index `maintain()` builds; on S3 at 1M the upload,
+past `VECTOR_INDEX_MIN_ROWS` rows); at 1M the ann corpus, whose index `maintain()` builds; on S3 at 1M the upload,
 and the vector index column is then its re-train on S3. The S3 server runs on this machine (moto,
 in memory, its own process, over HTTP on 127.0.0.1, ranged reads at the cost of the range):
 the difference to `local` is Lance's object-store path (HTTP requests, no page cache, per-request
