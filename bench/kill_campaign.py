@@ -107,7 +107,9 @@ def run_campaign(work: Path, *, kills: int, turns: int, seed: int, append_turns:
     result = CampaignResult(kills=_plan(random.Random(seed), kills))
     try:
         for n, kill in enumerate(result.kills, 1):
-            d = Daemon(cfg, port, log_level="debug")
+            # Writes of 32 documents (the default is 128): ~47 write boundaries over the backfill, so
+            # 20 kills, most of them inside a write, still find writes to land in.
+            d = Daemon(cfg, port, log_level="debug", env={"LEDGER_INDEXER_SYNC_DOCS_PER_WRITE": "32"})
             t0 = time.monotonic()
             if kill.mode == "mid-write":
                 d.wait_for_write_in_progress(after=kill.after_writes, timeout=300)

@@ -554,7 +554,7 @@ def sync_throughput(real, lines: Sequence[str], n: int, reps: int) -> dict:
             "ratio": med["sync"]["wall"] / med["raw"]["wall"], "cpu_ratio": med["sync"]["cpu"] / med["raw"]["cpu"],
             "unsorted_ratio": med["sync-unsorted"]["wall"] / med["raw"]["wall"],
             "cpu_unsorted_ratio": med["sync-unsorted"]["cpu"] / med["raw"]["cpu"],
-            "docs_per_write": sync_mod.DOCS_PER_WRITE, "padding": padding, "load_before": load_before,
+            "docs_per_write": load_config(None, env={}).sync.docs_per_write, "padding": padding, "load_before": load_before,
             "load_after": loadavg(), "tokens_mean": sum(tokens) / len(tokens), "tokens_max": max(tokens),
             "chunks_per_turn": median(r["texts"] / r["documents"] for r in runs if r["kind"] == "sync"),
             "redaction": next((r["redaction"] for r in runs if "redaction" in r), "?")}
@@ -636,7 +636,7 @@ def report(ctx: dict) -> str:
                   f"A: `FastEmbedder.embed` of the same bodies (one call, same loaded model, batch "
                   f"{ctx.get('batch_size', 32)}). B: `sync_once` as shipped (backfill, default redactor "
                   f"`{s['redaction']}`, LanceDB sink, empty embedding cache, fresh index dir, "
-                  f"`DOCS_PER_WRITE={s['docs_per_write']}`). C: B with the length sort in `_write_in_parts` "
+                  f"`[sync] docs_per_write = {s['docs_per_write']}`). C: B with the length sort in `_write_in_parts` "
                   f"disabled in-process (the document order before commit f239372), for the record. Order "
                   f"{' '.join(letter.get(k, k) for k in s['order'])}; medians. Load average before/after: "
                   f"{s['load_before']} → {s['load_after']}. CPU = this process's CPU time, all threads "

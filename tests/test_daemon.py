@@ -240,7 +240,8 @@ def test_kill_9_at_random_moments_loses_nothing_and_duplicates_nothing(tmp_path)
     rng = random.Random(7)
     try:
         for _ in range(3):
-            d = Daemon(cfg, port, log_level="debug")
+            # Writes of 32 documents: several per run of this small ledger, so a kill can land in any.
+            d = Daemon(cfg, port, log_level="debug", env={"LEDGER_INDEXER_SYNC_DOCS_PER_WRITE": "32"})
             # A random later write of this run, so kills land at different points.
             d.wait_for_write_in_progress(after=rng.randint(0, 1))
             d.stop(signal.SIGKILL)

@@ -337,7 +337,8 @@ def test_stop_event_interrupts_between_writes_and_next_pass_converges(writer, ma
 
     for i in range(200):
         writer.turn(f"s{i % 3}", user=f"q{i}", assistant=f"a{i}")
-    ix = make_indexer()
+    per_write = 32  # seven writes: the stop comes after the second
+    ix = make_indexer(sync={"docs_per_write": per_write})
     stop = threading.Event()
     calls = []
 
@@ -349,7 +350,7 @@ def test_stop_event_interrupts_between_writes_and_next_pass_converges(writer, ma
                 stop.set()
 
     summary = sync_once(ix, stop=stop, progress=StopAfterTwoWrites())
-    assert summary.interrupted and 0 < summary.documents_written < 200
+    assert summary.interrupted and summary.documents_written == 2 * per_write
     assert ix.state.get_cursor("atlas") is None  # a backfill sets its cursor only when complete
     sync_once(ix)
     assert ix.sinks[0].paths("atlas") == expected_paths(ledger_path, "atlas")

@@ -144,6 +144,12 @@ class SyncConfig(_Section):
     maintenance_minutes: float = Field(10.0, gt=0)
     # the worker returns freed native memory (malloc_trim) at most this often when idle; 0: never
     trim_memory_seconds: float = Field(60.0, ge=0)
+    # Documents per sink write; their hashes are committed after each. Bigger writes are faster
+    # (a LanceDB write has a fixed cost, and the embedder sorts each write's texts by tokens, so
+    # they pad less: 1,000 turns 86-89 turns/s at 128 vs 71-74 at 32); smaller ones stop sooner
+    # on SIGTERM (a check between writes) and redo less after a crash. Embedding memory is
+    # bounded by [embedding] max_batch_tokens, not by this.
+    docs_per_write: int = Field(128, ge=1, le=10_000)
 
 
 class Config(_Section):

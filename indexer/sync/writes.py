@@ -17,11 +17,6 @@ from indexer.sync.visibility import UNSCOPED_WRITES, filter_hidden
 
 log = structlog.get_logger("indexer.sync")
 
-# Documents per sink write: bounds the time between stop checks (SIGTERM) and
-# the memory of one embedding batch; hashes are committed after each write.
-DOCS_PER_WRITE = 32
-
-
 class Target:
     """Where a batch goes: a live sink (upsert + delete) or a rebuild (upsert only).
 
@@ -101,16 +96,17 @@ def live_targets(ix: Indexer, persona: str) -> list[Target]:
 def write_in_parts(ix: Indexer, persona: str, docs: Sequence[Document], targets: Sequence[Target],
                     summary: PersonaSummary, *, skip_unchanged: bool, stop: threading.Event | None,
                     progress: Progress | None, record: bool = True) -> list[Document]:
-    """Write ``docs`` in parts of DOCS_PER_WRITE; after each part its hashes are
+    """Write ``docs`` in parts of ``[sync] docs_per_write``; after each part its hashes are
     committed (when ``record``), so an interrupted pass keeps what it wrote."""
     written_all: list[Document] = []
     # Sorted by length so each write's embedding batches pad to similar lengths:
     # mixed lengths made the sync run at 0.56x raw embedding speed, sorted 0.86x
     # (bench/RESULTS.md). Write order does not matter: each part commits its own hashes.
     unique = sorted({d.path: d for d in docs}.values(), key=lambda d: len(d.body))
-    for start in range(0, len(unique), DOCS_PER_WRITE):
+    size = ix.config.sync.docs_per_write
+    for start in range(0, len(unique), size):
         check_stop(stop)
-        part = unique[start : start + DOCS_PER_WRITE]
+        part = unique[start : start + size]
 
         def commit(written: list[Document], part: list[Document] = part) -> None:
             with ix.state.atomic():
