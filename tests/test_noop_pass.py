@@ -31,6 +31,14 @@ def _plan(path, sql: str, params: tuple) -> str:
         con.close()
 
 
+def _index_columns(path, names) -> dict[str, list[str]]:
+    con = sqlite3.connect(path)
+    try:
+        return {name: [c[2] for c in con.execute(f'PRAGMA index_info("{name}")')] for name in names}
+    finally:
+        con.close()
+
+
 def test_a_state_db_of_schema_2_gains_the_indexes_and_keeps_its_data(tmp_path, monkeypatch):
     from indexer.core.types import DocKind, Document, Source
 
@@ -59,10 +67,7 @@ def test_a_state_db_of_schema_2_gains_the_indexes_and_keeps_its_data(tmp_path, m
     state = StateDB(path)
     try:
         assert state.schema_version == len(db_mod.MIGRATIONS) == 4
-        con = sqlite3.connect(path)
-        found = {name: [c[2] for c in con.execute(f'PRAGMA index_info("{name}")')] for name in INDEXES_3}
-        con.close()
-        assert found == {name: list(columns) for name, (_table, columns) in INDEXES_3.items()}
+        assert _index_columns(path, INDEXES_3) == {name: list(columns) for name, (_table, columns) in INDEXES_3.items()}
         # the data is intact
         assert state.document_count("atlas") == 31
         assert state.paths("atlas", source="memory") == {"memory/MEMORY.md"}
@@ -112,10 +117,7 @@ def test_a_state_db_of_schema_3_gains_the_scope_indexes_and_resolves_scopes_by_t
     state = StateDB(path)
     try:
         assert state.schema_version == 4
-        con = sqlite3.connect(path)
-        found = {name: [c[2] for c in con.execute(f'PRAGMA index_info("{name}")')] for name in INDEXES_4}
-        con.close()
-        assert found == {"sessions_persona_visibility": ["persona", "visibility"],
+        assert _index_columns(path, INDEXES_4) == {"sessions_persona_visibility": ["persona", "visibility"],
                          "sessions_persona_status": ["persona", "ledger_status"]}
         assert state.scope_facts("atlas", "s1") == facts_before
         assert facts_before.private == frozenset({"s3"})

@@ -245,8 +245,9 @@ class Retriever:
                 q.nprobes(nprobes).refine_factor(refine_factor(limit))
 
         rows = self._rows(table, knn, columns, ["_distance"])[0]
-        partial = nprobes is not None and nprobes < int(self.vector_index(table.name)["partitions"])
-        if partial and len(rows) < limit and len(rows) < self.count(table, where.sql):
+        if (nprobes is not None and len(rows) < limit
+                and nprobes < int(self.vector_index(table.name)["partitions"])
+                and len(rows) < self.count(table, where.sql)):
             # The probed partitions held fewer rows passing the filter than exist: never answer
             # with fewer rows than exist, search exactly (lance's adaptive ``maximum_nprobes``
             # is no cheaper: set at all, it probes every partition). With every partition probed

@@ -149,6 +149,11 @@ def _migration_2(db: SqliteDatabase, models) -> None:
         db.execute_sql("ALTER TABLE bad_rows ADD COLUMN checked_at INTEGER NOT NULL DEFAULT 0")
 
 
+def _create_indexes(db: SqliteDatabase, indexes: dict[str, tuple[str, tuple[str, ...]]]) -> None:
+    for name, (table, columns) in indexes.items():
+        db.execute_sql(f'CREATE INDEX IF NOT EXISTS "{name}" ON "{table}" ({", ".join(columns)})')
+
+
 #: Indexes of schema 3, by name: (table, columns). Without them a sync pass with
 #: nothing new scanned every document row of the persona (``paths(persona,
 #: source=...)``, every pass for the memory files) and sorted every bad row.
@@ -162,8 +167,7 @@ def _migration_3(db: SqliteDatabase, models) -> None:
     """Indexes for the per-pass queries: documents by (persona, source), bad rows by
     (persona, last compared). Tables a partial older file lacks are created first."""
     db.create_tables(models, safe=True)
-    for name, (table, columns) in INDEXES_3.items():
-        db.execute_sql(f'CREATE INDEX IF NOT EXISTS "{name}" ON "{table}" ({", ".join(columns)})')
+    _create_indexes(db, INDEXES_3)
 
 
 #: Indexes of schema 4: every search resolves its scope from the persona's private and
@@ -177,8 +181,7 @@ INDEXES_4 = {
 
 def _migration_4(db: SqliteDatabase, models) -> None:
     """Indexes for scope resolution: a persona's sessions by visibility and by ledger status."""
-    for name, (table, columns) in INDEXES_4.items():
-        db.execute_sql(f'CREATE INDEX IF NOT EXISTS "{name}" ON "{table}" ({", ".join(columns)})')
+    _create_indexes(db, INDEXES_4)
 
 
 # Append only; never edit a released migration.
