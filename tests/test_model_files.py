@@ -23,7 +23,7 @@ def test_assemble_gives_the_five_verified_files(tmp_path: Path) -> None:
     for name, sha in mf.FILE_SHA256.items():
         assert (folder / name).is_file()
         assert mf.sha256_file(folder / name) == sha
-    assert mf.FILE_SHA256["model.onnx"] == mf.ONNX_SHA256
+    assert mf.FILE_SHA256["model.onnx"] == mf.MODEL_ONNX_SHA256 != mf.ONNX_SHA256  # the int8-table rewrite
     assert json.loads((folder / "tokenizer_config.json").read_text())["model_max_length"] == 256
     manifest = json.loads((folder / mf.MANIFEST).read_text())
     assert manifest["fingerprint"] == mf.FINGERPRINT
@@ -51,7 +51,7 @@ def test_corrupted_copy_is_rejected_then_repaired(tmp_path: Path) -> None:
     with pytest.raises(mf.ModelFilesError) as ei:
         mf.verify_folder(folder)
     msg = str(ei.value)
-    assert "model.onnx" in msg and "sha256" in msg and mf.ONNX_SHA256 in msg
+    assert "model.onnx" in msg and "sha256" in msg and mf.MODEL_ONNX_SHA256 in msg
     assert "check" in msg  # says what to run
     # assemble() replaces the corrupt copy with a good one.
     assert mf.assemble(tmp_path) == folder

