@@ -35,8 +35,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from lancedb.query import LanceQueryBuilder, LanceVectorQueryBuilder
 
 from exporters.base import SinkError
+from exporters.lancedb import direct
 from exporters.lancedb.location import IndexLocation
 from exporters.lancedb.pointer import ACTIVE_FILE, _ActivePointer
 from exporters.lancedb.rank_cache import RankCaches, RankCacheStale
@@ -84,8 +86,21 @@ def _as_where(where: Where | str) -> Where:
 def _prefiltered(query, where: Where):
     """``query`` prefiltered by ``where``; a filter every row passes is not sent: LanceDB
     would evaluate it on every row of the table for every query (the persona scope at 1M
-    rows: 7 ms of a 25 ms vector stage). The searcher's per-row scope check still runs."""
-    return query if where.whole else query.where(where.sql, prefilter=True)
+    rows: 7 ms of a 25 ms vector stage). The searcher's per-row scope check still runs.
+    An async query (:mod:`exporters.lancedb.direct`) prefilters unless told otherwise."""
+    if where.whole:
+        return query
+    if isinstance(query, (LanceQueryBuilder, LanceVectorQueryBuilder)):
+        return query.where(where.sql, prefilter=True)
+    return query.where(where.sql)
+
+
+def _shaped(query, select: list[str], with_row_id: bool, limit: int):
+    """``select``, row ids and ``limit`` on a synchronous builder or an async query."""
+    query = query.select(select)
+    if isinstance(query, (LanceQueryBuilder, LanceVectorQueryBuilder)):
+        return query.with_row_id(with_row_id).limit(limit)
+    return (query.with_row_id() if with_row_id else query).limit(limit)
 
 
 def _needs_details(columns: list[str]) -> bool:
@@ -211,7 +226,11 @@ class Retriever:
         got: dict[str, dict] = {}
         rowids = [row.get("_rowid") for row in rows]
         if all(r is not None for r in rowids):  # a take by row address: no index lookup
-            taken = table.take_row_ids(rowids).select(["id", *wanted]).with_row_id().to_list()
+            fast = direct.handle(table)
+            if fast is not None:
+                taken = direct.run(fast.take_row_ids(rowids).select(["id", *wanted]).with_row_id().to_arrow()).to_pylist()
+            else:
+                taken = table.take_row_ids(rowids).select(["id", *wanted]).with_row_id().to_list()
             by_address = {x["_rowid"]: x["id"] for x in taken}
             if any(by_address.get(row["_rowid"], row["id"]) != row["id"] for row in rows):
                 # an address holds another row than the candidate said: never show it
@@ -237,12 +256,16 @@ class Retriever:
         as row dicts with ``_distance`` (the exact cosine distance, by either route)."""
         where = _as_where(where)
         nprobes = self.vector_route(table, where)
+        fast = direct.handle(table)
 
         def knn(select: list[str], with_row_id: bool):  # a fresh builder each time: they change in place
-            q = (_prefiltered(table.search(vector, vector_column_name="vector").distance_type("cosine"), where)
-                 .select(select).with_row_id(with_row_id).limit(limit))
-            return q.bypass_vector_index() if nprobes is None else \
-                q.nprobes(nprobes).refine_factor(refine_factor(limit))
+            if fast is not None:
+                q = fast.query().nearest_to(vector).column("vector").distance_type("cosine")
+            else:
+                q = table.search(vector, vector_column_name="vector").distance_type("cosine")
+            q = _shaped(_prefiltered(q, where), select, with_row_id, limit)
+            q = q.bypass_vector_index() if nprobes is None else q.nprobes(nprobes).refine_factor(refine_factor(limit))
+            return q if fast is None else direct.Direct(q)
 
         rows = self._rows(table, knn, columns, ["_distance"])[0]
         if (nprobes is not None and len(rows) < limit
@@ -328,9 +351,14 @@ class Retriever:
             return [], None
         where = _as_where(where)
 
+        fast = direct.handle(table)
+
         def fts(select: list[str], with_row_id: bool):
-            return (_prefiltered(table.search(MatchQuery(text, "text"), query_type="fts"), where)
-                    .select(select).with_row_id(with_row_id).limit(limit))
+            if fast is not None:
+                return direct.Direct(_shaped(_prefiltered(fast.query().nearest_to_text(MatchQuery(text, "text")),
+                                                          where), select, with_row_id, limit))
+            return _shaped(_prefiltered(table.search(MatchQuery(text, "text"), query_type="fts"), where),
+                           select, with_row_id, limit)
 
         try:
             rows, tbl = self._rows(table, fts, columns, [*(["vector"] if with_vectors else []), "_score"])
