@@ -122,3 +122,33 @@ def test_inside_a_running_loop_the_synchronous_api_answers(indexed, runs) -> Non
 
     assert asyncio.run(inside()) == outside
     assert runs == []
+
+
+def test_the_search_path_never_queues_on_lancedb_s_background_loop(indexed, monkeypatch) -> None:  # noqa: F811
+    import lancedb.background_loop as background
+
+    _, retriever, table = indexed
+    queued = []
+    original = background.BackgroundEventLoop.run
+
+    def spy(self, future):
+        queued.append(future)
+        return original(self, future)
+
+    monkeypatch.setattr(background.BackgroundEventLoop, "run", spy)
+    cols = retriever.rank_columns(table)
+    q = FakeEmbedder().embed_query("rockets and budgets")
+
+    def search_path() -> None:
+        near = retriever.nearest(table, q, scope_where(), 20, cols)
+        retriever.matching(table, "rockets budgets", scope_where(), 20, cols, with_vectors=True)
+        retriever.details(table, [dict(r) for r in near[:6]])
+        assert retriever.version(table) == table.version
+
+    queued.clear()
+    search_path()
+    assert len(queued) == 1  # only the assert's own synchronous ``table.version``
+    monkeypatch.setattr(direct, "handle", lambda table: None)
+    queued.clear()
+    search_path()
+    assert len(queued) >= 5  # the synchronous API: every call through the one loop thread

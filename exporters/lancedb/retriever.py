@@ -322,6 +322,11 @@ class Retriever:
                 return entry.get("vector_index")
         return None
 
+    def version(self, table) -> int:
+        """The table's latest version (a check of the table's manifest; awaited directly)."""
+        fast = direct.handle(table)
+        return int(direct.run(fast.version()) if fast is not None else table.version)
+
     def count(self, table, sql: str) -> int:
         """Rows matching ``sql``; reused for ``COUNT_TTL_S`` (it only routes a query)."""
         key = (table.name, sql)
@@ -330,7 +335,8 @@ class Retriever:
             hit = self._counts.get(key)
             if hit is not None and now - hit[1] < COUNT_TTL_S:
                 return hit[0]
-        n = int(table.count_rows(sql))
+        fast = direct.handle(table)
+        n = int(direct.run(fast.count_rows(sql)) if fast is not None else table.count_rows(sql))
         with self._lock:
             self._counts[key] = (n, now)
             self._counts.move_to_end(key)

@@ -421,7 +421,7 @@ class Searcher:
     def _chunks(self, table) -> int:
         """Rows of the table, for the keyword score's scale (BM25's IDF counts every row);
         cached per table version."""
-        key = (table.name, table.version)
+        key = (table.name, self.retriever.version(table))
         n = self._chunk_counts.get(key)
         if n is None:
             n = int(table.count_rows())
