@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 _local = threading.local()
 
@@ -60,6 +63,12 @@ def run(awaitable: Any) -> Any:
     if own is None or own.loop.is_closed():
         own = _local.own = _ThreadLoop()
     return own.loop.run_until_complete(awaitable)
+
+
+def call(table: Any, awaited: Callable[[Any], Awaitable[T]], synchronous: Callable[[], T]) -> T:
+    """``awaited(async handle)`` awaited here, or ``synchronous()`` where :func:`handle` gives none."""
+    fast = handle(table)
+    return run(awaited(fast)) if fast is not None else synchronous()
 
 
 class Direct:

@@ -20,6 +20,10 @@ searched exactly beside it until maintenance folds them in.
 Candidates queried with :meth:`Retriever.rank_columns` take those columns from memory
 (:mod:`exporters.lancedb.rank_cache`, when ``rank_cache_bytes`` is set): the queries
 return row addresses and scores only.
+
+The search path's calls (vector and full-text queries, the take of the shown rows, the
+version and routing counts) are awaited on the calling thread's own event loop
+(:mod:`exporters.lancedb.direct`), not queued on lancedb's one background loop thread.
 """
 
 from __future__ import annotations
@@ -226,11 +230,9 @@ class Retriever:
         got: dict[str, dict] = {}
         rowids = [row.get("_rowid") for row in rows]
         if all(r is not None for r in rowids):  # a take by row address: no index lookup
-            fast = direct.handle(table)
-            if fast is not None:
-                taken = direct.run(fast.take_row_ids(rowids).select(["id", *wanted]).with_row_id().to_arrow()).to_pylist()
-            else:
-                taken = table.take_row_ids(rowids).select(["id", *wanted]).with_row_id().to_list()
+            taken = direct.call(
+                table, lambda fast: fast.take_row_ids(rowids).select(["id", *wanted]).with_row_id().to_arrow(),
+                lambda: table.take_row_ids(rowids).select(["id", *wanted]).with_row_id().to_arrow()).to_pylist()
             by_address = {x["_rowid"]: x["id"] for x in taken}
             if any(by_address.get(row["_rowid"], row["id"]) != row["id"] for row in rows):
                 # an address holds another row than the candidate said: never show it
@@ -324,8 +326,7 @@ class Retriever:
 
     def version(self, table) -> int:
         """The table's latest version (a check of the table's manifest; awaited directly)."""
-        fast = direct.handle(table)
-        return int(direct.run(fast.version()) if fast is not None else table.version)
+        return int(direct.call(table, lambda fast: fast.version(), lambda: table.version))
 
     def count(self, table, sql: str) -> int:
         """Rows matching ``sql``; reused for ``COUNT_TTL_S`` (it only routes a query)."""
@@ -335,8 +336,7 @@ class Retriever:
             hit = self._counts.get(key)
             if hit is not None and now - hit[1] < COUNT_TTL_S:
                 return hit[0]
-        fast = direct.handle(table)
-        n = int(direct.run(fast.count_rows(sql)) if fast is not None else table.count_rows(sql))
+        n = int(direct.call(table, lambda fast: fast.count_rows(sql), lambda: table.count_rows(sql)))
         with self._lock:
             self._counts[key] = (n, now)
             self._counts.move_to_end(key)
