@@ -195,3 +195,64 @@ def test_the_sync_worker_trims_when_idle_and_counts_it(tmp_path):
     worker = SyncWorker(daemon)
     worker._trim_memory("idle")
     assert b"ledger_indexer_memory_trim_seconds_count 1.0" in daemon.metrics.render()
+
+
+_ARENA_PROBE = r"""
+import ctypes, os, re, sys, tempfile, threading
+sys.path.insert(0, sys.argv[1])
+if sys.argv[2] == "configure":
+    from indexer.embedding import native_memory
+    assert native_memory.configure()
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.fopen.restype = ctypes.c_void_p
+libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+libc.fclose.argtypes = [ctypes.c_void_p]
+held, started, allocated, go = [], threading.Barrier(9), threading.Barrier(9), threading.Event()
+
+def work():
+    started.wait()  # eight threads allocating at once: glibc gives contended threads their own arena
+    held.extend(libc.malloc(4096) for _ in range(2000))
+    allocated.wait()
+    go.wait()
+
+threads = [threading.Thread(target=work) for _ in range(8)]
+[t.start() for t in threads]
+started.wait()
+path = tempfile.mktemp()
+allocated.wait()
+fp = libc.fopen(path.encode(), b"w")
+libc.malloc_info(0, fp)
+libc.fclose(fp)
+go.set()
+[t.join() for t in threads]
+print(len(re.findall(r'<heap nr="\d+">', open(path).read())))
+os.unlink(path)
+"""
+
+
+@pytest.mark.skipif(not native_memory.available(), reason="glibc only")
+@pytest.mark.parametrize("arena_max_env", [None, "6"])
+def test_configure_caps_glibc_s_arenas_unless_the_environment_does(arena_max_env, tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = str(Path(__file__).resolve().parent.parent)
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    if arena_max_env is not None:
+        env["MALLOC_ARENA_MAX"] = arena_max_env
+
+    def arenas(mode: str) -> int:
+        out = subprocess.run([sys.executable, "-c", _ARENA_PROBE, repo, mode], env=env, capture_output=True,
+                             text=True, timeout=60, check=True)
+        return int(out.stdout.strip())
+
+    configured, untouched = arenas("configure"), arenas("plain")
+    if arena_max_env is None:
+        assert configured <= native_memory.MALLOC_ARENAS < untouched  # glibc's default: up to 8 per core
+    else:
+        assert configured == untouched  # glibc applied the operator's MALLOC_ARENA_MAX; configure left it
