@@ -294,8 +294,7 @@ def test_a_filter_every_row_passes_is_not_sent_and_changes_nothing(indexed, monk
 
     _, retriever, table = indexed
     sent = []
-    # the synchronous builders and the async queries the search path awaits (exporters.lancedb.direct)
-    for cls in (lq.LanceQueryBuilder, lq.LanceVectorQueryBuilder, lq.AsyncStandardQuery):
+    for cls in (lq.AsyncStandardQuery,):  # the queries the search path awaits (exporters.lancedb.direct)
         original = cls.where
 
         def spy(self, where, *args, _original=original, **kwargs):

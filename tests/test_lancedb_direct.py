@@ -1,6 +1,6 @@
 """Search-path queries awaited on the calling thread's own loop (exporters.lancedb.direct):
-the same answers as lancedb's synchronous API, from any thread, and the synchronous API
-wherever a loop already runs."""
+the same answers as lancedb's synchronous API, from any thread, and on lancedb's background
+loop wherever a loop already runs."""
 
 from __future__ import annotations
 
@@ -8,12 +8,15 @@ import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import lancedb.background_loop as background
 import numpy as np
 import pytest
 from fake_embedder import FakeEmbedder
+from lancedb.query import MatchQuery
 from lancedb.table import AsyncTable
 
 from exporters.lancedb import direct
+from exporters.lancedb.schema import refine_factor
 from indexer.core.scopes import Scope
 from tests.test_lancedb_ann import indexed, scope_where  # noqa: F401  (fixture)
 
@@ -32,12 +35,29 @@ def runs(monkeypatch) -> list[int]:
     return seen
 
 
+@pytest.fixture
+def queued(monkeypatch) -> list:
+    """Every call that went through lancedb's background loop."""
+    seen: list = []
+    original = background.BackgroundEventLoop.run
+
+    def spy(self, future):
+        seen.append(future)
+        return original(self, future)
+
+    monkeypatch.setattr(background.BackgroundEventLoop, "run", spy)
+    return seen
+
+
+SCOPES = (("persona", scope_where()), ("session", scope_where(Scope.SESSION, "s3")),
+          ("private", scope_where(private={"s3"})))
+
+
 def _answers(retriever, table) -> dict:
     cols = retriever.rank_columns(table)  # the text of the shown rows comes from details()
     q = FakeEmbedder().embed_query("rockets and budgets")
     out = {}
-    for label, where in (("persona", scope_where()), ("session", scope_where(Scope.SESSION, "s3")),
-                         ("private", scope_where(private={"s3"}))):
+    for label, where in SCOPES:
         near = retriever.nearest(table, q, where, 40, cols)
         hits, vectors = retriever.matching(table, "rockets budgets", where, 40, cols, with_vectors=True)
         shown = retriever.details(table, [dict(r) for r in near[:6]])
@@ -50,19 +70,28 @@ def _answers(retriever, table) -> dict:
 def test_the_pinned_lancedb_gives_the_async_handle(indexed) -> None:  # noqa: F811
     _, _, table = indexed
     assert isinstance(direct.handle(table), AsyncTable)
+    with pytest.raises(TypeError, match="not the one pyproject.toml pins"):
+        direct.handle(object())
 
 
-def test_direct_queries_answer_exactly_as_the_synchronous_api(indexed, runs, monkeypatch) -> None:  # noqa: F811
+def test_direct_queries_answer_as_the_synchronous_api(indexed, runs, queued) -> None:  # noqa: F811
     _, retriever, table = indexed
-    fast = _answers(retriever, table)
-    # vector, full text and the take of the shown rows, three scopes: all awaited here
-    assert len(runs) == 9 and set(runs) == {threading.get_ident()}
-    runs.clear()
-    monkeypatch.setattr(direct, "handle", lambda table: None)  # lancedb's synchronous API
-    slow = _answers(retriever, table)
-    assert runs == []
-    assert fast == slow
-    assert fast["persona"][0] and fast["persona"][1] and fast["session"][0] and fast["persona"][3]
+    retriever.columns(table)  # read once per table generation (its schema), not per search
+    queued.clear()
+    got = _answers(retriever, table)
+    # vector, full text and the take of the shown rows, three scopes: all awaited on this thread
+    assert len(runs) == 9 and set(runs) == {threading.get_ident()} and queued == []
+    assert got["persona"][0] and got["persona"][1] and got["session"][0] and got["persona"][3]
+    q = FakeEmbedder().embed_query("rockets and budgets")
+    for label, where in SCOPES:  # lancedb's synchronous API, the same queries
+        knn = table.search(q, vector_column_name="vector").distance_type("cosine")
+        knn = (knn if where.whole else knn.where(where.sql, prefilter=True)).select(["id"]).limit(40)
+        nprobes = retriever.vector_route(table, where)
+        knn = knn.bypass_vector_index() if nprobes is None else knn.nprobes(nprobes).refine_factor(refine_factor(40))
+        fts = table.search(MatchQuery("rockets budgets", "text"), query_type="fts")
+        fts = (fts if where.whole else fts.where(where.sql, prefilter=True)).select(["id"]).limit(40)
+        assert got[label][0] == [(r["id"], r["_distance"]) for r in knn.to_list()]
+        assert got[label][1] == [(r["id"], r["_score"]) for r in fts.to_list()]
 
 
 def test_each_thread_awaits_on_its_own_loop(indexed, runs) -> None:  # noqa: F811
@@ -107,48 +136,31 @@ def test_a_thread_s_loop_is_closed_when_the_thread_ends() -> None:
     assert len(seen) == 1 and seen[0].is_closed()
 
 
-def test_inside_a_running_loop_the_synchronous_api_answers(indexed, runs) -> None:  # noqa: F811
+def test_inside_a_running_loop_lancedb_s_background_loop_answers(indexed, queued) -> None:  # noqa: F811
     """A caller that runs an event loop itself (an async endpoint calling in directly) cannot
-    await on a second loop in its thread: it gets lancedb's synchronous API, same rows."""
+    run a second one in its thread: its queries are awaited on lancedb's background loop, as
+    the synchronous API would, with the same answers."""
     _, retriever, table = indexed
-    cols = retriever.columns(table)
-    q = FakeEmbedder().embed_query("rockets and budgets")
-    outside = [(r["id"], r["_distance"]) for r in retriever.nearest(table, q, scope_where(), 30, cols)]
-    runs.clear()
+    retriever.columns(table)  # read once per table generation (its schema), not per search
+    queued.clear()
+    outside = _answers(retriever, table)
+    assert queued == []
 
     async def inside():
-        assert direct.handle(table) is None
-        return [(r["id"], r["_distance"]) for r in retriever.nearest(table, q, scope_where(), 30, cols)]
+        return _answers(retriever, table)
 
     assert asyncio.run(inside()) == outside
-    assert runs == []
+    assert len(queued) == 9
 
 
-def test_the_search_path_never_queues_on_lancedb_s_background_loop(indexed, monkeypatch) -> None:  # noqa: F811
-    import lancedb.background_loop as background
-
+def test_the_search_path_never_queues_on_lancedb_s_background_loop(indexed, queued) -> None:  # noqa: F811
     _, retriever, table = indexed
-    queued = []
-    original = background.BackgroundEventLoop.run
-
-    def spy(self, future):
-        queued.append(future)
-        return original(self, future)
-
-    monkeypatch.setattr(background.BackgroundEventLoop, "run", spy)
-    cols = retriever.rank_columns(table)
+    cols = retriever.rank_columns(table)  # read once per table generation (its schema), not per search
+    queued.clear()
     q = FakeEmbedder().embed_query("rockets and budgets")
-
-    def search_path() -> None:
-        near = retriever.nearest(table, q, scope_where(), 20, cols)
-        retriever.matching(table, "rockets budgets", scope_where(), 20, cols, with_vectors=True)
-        retriever.details(table, [dict(r) for r in near[:6]])
-        assert retriever.version(table) == table.version
-
-    queued.clear()
-    search_path()
+    near = retriever.nearest(table, q, scope_where(), 20, cols)
+    retriever.matching(table, "rockets budgets", scope_where(), 20, cols, with_vectors=True)
+    retriever.details(table, [dict(r) for r in near[:6]])
+    retriever.count(table, scope_where(Scope.SESSION, "s3").sql)
+    assert retriever.version(table) == table.version
     assert len(queued) == 1  # only the assert's own synchronous ``table.version``
-    monkeypatch.setattr(direct, "handle", lambda table: None)
-    queued.clear()
-    search_path()
-    assert len(queued) >= 5  # the synchronous API: every call through the one loop thread

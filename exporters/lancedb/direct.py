@@ -11,19 +11,18 @@ an event loop that belongs to the calling thread. Measured on the 100k corpus
 thread 7.8 → 5.5 ms, 4 threads 214 → 264 queries/s.
 
 ``lancedb.table.LanceTable`` keeps its async handle in ``_table``; lancedb is
-pinned (pyproject.toml) and :func:`handle` checks the type, so another version
-that stores it differently falls back to the synchronous API (slower, never
-wrong), and ``tests/test_lancedb_direct.py`` fails on the pin that does.
+pinned (pyproject.toml), :func:`handle` checks the type, and
+``tests/test_lancedb_direct.py`` fails on a pin that stores it otherwise.
+A thread that already runs an event loop (an async caller) cannot run a second
+one: its queries are awaited on lancedb's background loop, as the synchronous
+API would.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
-
-T = TypeVar("T")
+from typing import Any
 
 _local = threading.local()
 
@@ -42,33 +41,30 @@ class _ThreadLoop:
 
 
 def handle(table: Any):
-    """The async handle of a synchronous LanceDB table, or None when this thread
-    cannot await it (it runs an event loop already) or the table has none."""
+    """The async handle of a synchronous LanceDB table (the same table, session and caches)."""
     from lancedb.table import AsyncTable
 
     inner = getattr(table, "_table", None)
-    if not isinstance(inner, AsyncTable):
-        return None
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return inner
-    return None  # e.g. called from an async endpoint's own loop: use the synchronous API
+    if not isinstance(inner, AsyncTable):  # tests/test_lancedb_direct.py fails first on such a pin
+        raise TypeError(f"lancedb {type(table).__name__} has no async handle in `_table`: "
+                        "this lancedb version is not the one pyproject.toml pins")
+    return inner
 
 
 def run(awaitable: Any) -> Any:
-    """Await ``awaitable`` on this thread's own event loop (made on first use, kept
-    for the thread's life: the search threads are pool threads)."""
-    own = getattr(_local, "own", None)
-    if own is None or own.loop.is_closed():
-        own = _local.own = _ThreadLoop()
-    return own.loop.run_until_complete(awaitable)
+    """Await ``awaitable`` on this thread's own event loop (made on first use, kept for the
+    thread's life: the search threads are pool threads); on lancedb's background loop, as its
+    synchronous API does, in a thread that runs an event loop already (an async caller)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        own = getattr(_local, "own", None)
+        if own is None or own.loop.is_closed():
+            own = _local.own = _ThreadLoop()
+        return own.loop.run_until_complete(awaitable)
+    from lancedb.background_loop import LOOP
 
-
-def call(table: Any, awaited: Callable[[Any], Awaitable[T]], synchronous: Callable[[], T]) -> T:
-    """``awaited(async handle)`` awaited here, or ``synchronous()`` where :func:`handle` gives none."""
-    fast = handle(table)
-    return run(awaited(fast)) if fast is not None else synchronous()
+    return LOOP.run(awaitable)
 
 
 class Direct:

@@ -39,7 +39,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from lancedb.query import LanceQueryBuilder, LanceVectorQueryBuilder
 
 from exporters.base import SinkError
 from exporters.lancedb import direct
@@ -88,22 +87,15 @@ def _as_where(where: Where | str) -> Where:
 
 
 def _prefiltered(query, where: Where):
-    """``query`` prefiltered by ``where``; a filter every row passes is not sent: LanceDB
-    would evaluate it on every row of the table for every query (the persona scope at 1M
-    rows: 7 ms of a 25 ms vector stage). The searcher's per-row scope check still runs.
-    An async query (:mod:`exporters.lancedb.direct`) prefilters unless told otherwise."""
-    if where.whole:
-        return query
-    if isinstance(query, (LanceQueryBuilder, LanceVectorQueryBuilder)):
-        return query.where(where.sql, prefilter=True)
-    return query.where(where.sql)
+    """``query`` (an async LanceDB query: it prefilters) filtered by ``where``; a filter every
+    row passes is not sent: LanceDB would evaluate it on every row of the table for every
+    query (the persona scope at 1M rows: 7 ms of a 25 ms vector stage). The searcher's
+    per-row scope check still runs."""
+    return query if where.whole else query.where(where.sql)
 
 
 def _shaped(query, select: list[str], with_row_id: bool, limit: int):
-    """``select``, row ids and ``limit`` on a synchronous builder or an async query."""
     query = query.select(select)
-    if isinstance(query, (LanceQueryBuilder, LanceVectorQueryBuilder)):
-        return query.with_row_id(with_row_id).limit(limit)
     return (query.with_row_id() if with_row_id else query).limit(limit)
 
 
@@ -230,9 +222,8 @@ class Retriever:
         got: dict[str, dict] = {}
         rowids = [row.get("_rowid") for row in rows]
         if all(r is not None for r in rowids):  # a take by row address: no index lookup
-            taken = direct.call(
-                table, lambda fast: fast.take_row_ids(rowids).select(["id", *wanted]).with_row_id().to_arrow(),
-                lambda: table.take_row_ids(rowids).select(["id", *wanted]).with_row_id().to_arrow()).to_pylist()
+            taken = direct.run(direct.handle(table).take_row_ids(rowids).select(["id", *wanted])
+                               .with_row_id().to_arrow()).to_pylist()
             by_address = {x["_rowid"]: x["id"] for x in taken}
             if any(by_address.get(row["_rowid"], row["id"]) != row["id"] for row in rows):
                 # an address holds another row than the candidate said: never show it
@@ -261,13 +252,10 @@ class Retriever:
         fast = direct.handle(table)
 
         def knn(select: list[str], with_row_id: bool):  # a fresh builder each time: they change in place
-            if fast is not None:
-                q = fast.query().nearest_to(vector).column("vector").distance_type("cosine")
-            else:
-                q = table.search(vector, vector_column_name="vector").distance_type("cosine")
-            q = _shaped(_prefiltered(q, where), select, with_row_id, limit)
+            q = _shaped(_prefiltered(fast.query().nearest_to(vector).column("vector").distance_type("cosine"), where),
+                        select, with_row_id, limit)
             q = q.bypass_vector_index() if nprobes is None else q.nprobes(nprobes).refine_factor(refine_factor(limit))
-            return q if fast is None else direct.Direct(q)
+            return direct.Direct(q)
 
         rows = self._rows(table, knn, columns, ["_distance"])[0]
         if (nprobes is not None and len(rows) < limit
@@ -326,7 +314,7 @@ class Retriever:
 
     def version(self, table) -> int:
         """The table's latest version (a check of the table's manifest; awaited directly)."""
-        return int(direct.call(table, lambda fast: fast.version(), lambda: table.version))
+        return int(direct.run(direct.handle(table).version()))
 
     def count(self, table, sql: str) -> int:
         """Rows matching ``sql``; reused for ``COUNT_TTL_S`` (it only routes a query)."""
@@ -336,7 +324,7 @@ class Retriever:
             hit = self._counts.get(key)
             if hit is not None and now - hit[1] < COUNT_TTL_S:
                 return hit[0]
-        n = int(direct.call(table, lambda fast: fast.count_rows(sql), lambda: table.count_rows(sql)))
+        n = int(direct.run(direct.handle(table).count_rows(sql)))
         with self._lock:
             self._counts[key] = (n, now)
             self._counts.move_to_end(key)
@@ -360,11 +348,8 @@ class Retriever:
         fast = direct.handle(table)
 
         def fts(select: list[str], with_row_id: bool):
-            if fast is not None:
-                return direct.Direct(_shaped(_prefiltered(fast.query().nearest_to_text(MatchQuery(text, "text")),
-                                                          where), select, with_row_id, limit))
-            return _shaped(_prefiltered(table.search(MatchQuery(text, "text"), query_type="fts"), where),
-                           select, with_row_id, limit)
+            return direct.Direct(_shaped(_prefiltered(fast.query().nearest_to_text(MatchQuery(text, "text")), where),
+                                         select, with_row_id, limit))
 
         try:
             rows, tbl = self._rows(table, fts, columns, [*(["vector"] if with_vectors else []), "_score"])

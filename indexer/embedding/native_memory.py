@@ -14,7 +14,7 @@ daemon:
   ``malloc_trim`` releases them (:func:`trim`).
 - *one arena per thread*, up to 8 per core: the API's, the searcher's and
   LanceDB's threads each keep an arena's free pages. :func:`configure` caps
-  them at ``MALLOC_ARENAS`` (2; the 100k memory benchmark: steady RSS −8 MB,
+  them at ``MALLOC_ARENAS`` (2; the 100k memory benchmark: steady RSS −11 MB,
   the same throughput at 4 clients) unless ``MALLOC_ARENA_MAX`` is set in the
   environment, which glibc reads itself.
 
