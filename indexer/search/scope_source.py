@@ -7,7 +7,8 @@ included, with the same code: scopes come from the state the writer publishes
 beside the tables (``exporters.lancedb.published``), re-read at most every
 ``index.refresh_seconds``. That source fails closed: no published state, an
 unreadable one, a persona with a live table but no published entry, or an
-index built with another embedding model than this process's are refused
+index built with another embedding model than this process's (other than the
+same model computed in another precision: ``model_files.same_vector_space``) are refused
 with a :class:`SearchError` (503) — never searched unscoped.
 """
 
@@ -47,8 +48,10 @@ class PublishedScopeSource:
             raise SearchError(f"persona {persona!r} has an index but no published scope state yet (the writer "
                               "publishes it at the end of the pass that created it); retry shortly", http_status=503)
         if meta is not None and self._fingerprint is not None:
+            from indexer.embedding.model_files import same_vector_space
+
             mine = self._fingerprint()
-            if mine is not None and meta.get("fingerprint") != mine:
+            if mine is not None and not same_vector_space(meta.get("fingerprint"), mine):
                 raise SearchError(f"the index of persona {persona!r} was built with embedding model "
                                   f"{meta.get('fingerprint')} but this process embeds queries with {mine}: set "
                                   "[embedding] as on the writer", http_status=503)
