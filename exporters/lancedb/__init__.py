@@ -109,10 +109,16 @@ Readers in other processes use :class:`Retriever` (:func:`open_retriever`, ``rea
 locally, ``index.refresh_seconds`` on object storage, where it also exposes the published scope state).
 """
 
-from exporters.lancedb.pointer import ACTIVE_FILE
-from exporters.lancedb.rebuild import LanceRebuild
-from exporters.lancedb.retriever import FtsUnavailable, Retriever, Where, open_retriever
-from exporters.lancedb.schema import (
+from indexer.runtime.deferred_import import defer_package_init
+
+# Before lancedb is first imported (every import of it is under this package): its REST
+# client's API classes (12 MB resident) load only if something reads them.
+defer_package_init("lance_namespace_urllib3_client")
+
+from exporters.lancedb.pointer import ACTIVE_FILE  # noqa: E402
+from exporters.lancedb.rebuild import LanceRebuild  # noqa: E402
+from exporters.lancedb.retriever import FtsUnavailable, Retriever, Where, open_retriever  # noqa: E402
+from exporters.lancedb.schema import (  # noqa: E402
     DETAIL_COLUMNS,
     RESULT_COLUMNS,
     SCHEMA_VERSION,
@@ -122,9 +128,9 @@ from exporters.lancedb.schema import (
     sql_str,
     table_name,
 )
-from exporters.lancedb.sink import LanceSink
-from exporters.lancedb.stats import SinkStats
-from exporters.lancedb.store import sweep_tmp_files
+from exporters.lancedb.sink import LanceSink  # noqa: E402
+from exporters.lancedb.stats import SinkStats  # noqa: E402
+from exporters.lancedb.store import sweep_tmp_files  # noqa: E402
 
 __all__ = [
     "ACTIVE_FILE", "DETAIL_COLUMNS", "FtsUnavailable", "LanceRebuild", "LanceSink", "RESULT_COLUMNS", "Retriever",
