@@ -138,7 +138,8 @@ FINGERPRINT = fingerprint_of(FILE_SHA256)
 #: embedded with; the lookup-table rewrite alone is bit-identical to it).
 PACKAGED_FINGERPRINT = fingerprint_of(dict(FILE_SHA256, **{"model.onnx": ONNX_SHA256}))
 #: Fingerprints whose vectors one may query with the other's: the same weights, computed with float32
-#: or int8 activations (cosine >= 0.998 between the two, tests/test_model_graph.py). A reader of an
+#: or int8 activations (cosine median 0.9987, min 0.9947 on the tests' texts, the same first hit for
+#: every natural question there: tests/test_model_graph.py). A reader of an
 #: index on object storage keeps answering while the writer re-embeds it after an upgrade.
 _SAME_VECTOR_SPACE = frozenset({FINGERPRINT, PACKAGED_FINGERPRINT})
 
