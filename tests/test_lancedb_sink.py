@@ -354,6 +354,41 @@ def test_auto_optimize_and_maintain(tmp_path: Path) -> None:
     assert s.stats("nobody")["chunks"] == 0
 
 
+def test_maintenance_drops_cached_vectors_of_an_earlier_model(tmp_path: Path) -> None:
+    """After a model upgrade (a new fingerprint), the old model's cached vectors are never read
+    again: maintenance deletes them and keeps the current model's."""
+    from indexer.embedding.embedder import CachedEmbedder
+
+    cache = tmp_path / "embed_cache.sqlite"
+    old = CachedEmbedder(FakeEmbedder(version="1"), cache)
+    s = LanceSink(tmp_path / "db", old)
+    s.upsert("atlas", [mkdoc(f"d{i}.md", f"User: old model doc {i}") for i in range(6)])
+    assert s.maintain()["embed_cache_pruned"] == 0  # nothing of another model yet
+    s.close()
+    old.close()
+
+    new = CachedEmbedder(FakeEmbedder(version="2"), cache)
+    s = LanceSink(tmp_path / "db", new)
+    s.upsert("zeta", [mkdoc("n.md", "User: new model doc", persona="zeta")])  # (atlas: rebuilt by the engine)
+    assert (new.entries(), new.entries(new.fingerprint)) == (7, 1)
+    assert s.maintain()["embed_cache_pruned"] == 6
+    assert (new.entries(), new.entries(new.fingerprint)) == (1, 1)
+    assert s.maintain()["embed_cache_pruned"] == 0
+    s.close()
+    new.close()
+
+
+def test_maintenance_goes_on_when_the_embedding_cache_fails(tmp_path: Path) -> None:
+    class BrokenCache(FakeEmbedder):
+        def prune_other_models(self) -> int:
+            raise OSError("disk I/O error")
+
+    s = LanceSink(tmp_path / "db", BrokenCache())
+    s.upsert("atlas", [mkdoc("a.md", "User: a")])
+    done = s.maintain()
+    assert done["embed_cache_pruned"] == 0 and done["optimized"] == [s.index_meta("atlas")["table"]]
+
+
 def test_stale_tmp_files_are_swept_at_open(tmp_path: Path) -> None:
     db = tmp_path / "db"
     s = LanceSink(db, FakeEmbedder())
