@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from bench.common import REPO, fmt_s, loadavg, log, md_table, median, write_outputs
-from bench.daemon_bench import DaemonProc, free_port
+from bench.daemon_bench import Daemon, free_port
 
 NAME = "mcp_latency"
 QUERY = "what did we decide about JWT expiry for the mobile app?"
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run([sys.executable, "-m", "indexer.cli", "--config", str(without), "sync"], cwd=REPO,
                        env=child_env(), check=True, capture_output=True)
         port = int(next(ln for ln in with_daemon.read_text().splitlines() if ln.startswith("port")).split("=")[1])
-        daemon = DaemonProc(with_daemon, port)
+        daemon = Daemon(with_daemon, port)
         try:
             ready_s = daemon.wait_ready()
             daemon.wait_caught_up(["atlas"])
