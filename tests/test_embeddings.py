@@ -102,13 +102,16 @@ def test_cache_persists_and_is_keyed_by_fingerprint(tmp_path: Path) -> None:
     assert np.array_equal(c2.embed(texts), v)
     assert inner2.calls == 0 and c2.hits == 1200 and c2.misses == 0
 
+    later = CachedEmbedder(FakeEmbedder(version="3"), path)  # a fingerprint sorting after v2's
+    later.embed(texts[:5])
+    later.close()
     other = FakeEmbedder(version="2")  # same dim, different model fingerprint
     c3 = CachedEmbedder(other, path)
     c3.embed(texts[:10])
     assert other.texts_embedded == 10 and c3.misses == 10
-    assert c3.entries() == 1210
-    assert c3.prune_other_models() == 1200
-    assert c3.entries() == 10
+    assert c3.entries() == 1215
+    assert c3.prune_other_models() == 1205  # v1's and v3's, on both sides of v2 in the key
+    assert c3.entries() == c3.entries(other.fingerprint) == 10
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 

@@ -507,9 +507,13 @@ class CachedEmbedder:
             return int(self._conn.execute("SELECT count(*) FROM vectors WHERE fingerprint = ?", (fingerprint,)).fetchone()[0])
 
     def prune_other_models(self) -> int:
-        """Drop vectors of every other model fingerprint (after a model change); returns rows deleted."""
+        """Drop vectors of every other model fingerprint (after a model change); returns rows deleted.
+
+        Two ranges of the primary key (it starts with the fingerprint), not ``!=``: maintenance
+        calls this on every run, and a cache with nothing to drop must cost no table scan."""
         with self._lock:
-            cur = self._conn.execute("DELETE FROM vectors WHERE fingerprint != ?", (self.fingerprint,))
+            cur = self._conn.execute("DELETE FROM vectors WHERE fingerprint < ? OR fingerprint > ?",
+                                     (self.fingerprint, self.fingerprint))
             return cur.rowcount
 
     def close(self) -> None:

@@ -29,6 +29,7 @@ which ``pyproject.toml`` pins: the assembled file's sha256 is pinned in
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -93,7 +94,7 @@ class _Graph:
             return None
         return _Dequantised(mul, cast, quantised, scale)
 
-    def rewritten(self, replaced: dict[int, list], dropped: set[int], *, added: list = (),
+    def rewritten(self, replaced: dict[int, list], dropped: set[int], *, added: Sequence[Any] = (),
                   prune: bool = False) -> bytes:
         """The model with each node in ``replaced`` (by id) swapped for its nodes, in place (the
         graph's order is kept), ``dropped`` nodes removed, ``added`` initializers appended and,
