@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from exporters.lancedb import local_reads
 from ledger.writer import LedgerWriter
 from tests.cli_runner import run_cli_process
 from tests.daemon_process import (
@@ -89,6 +90,7 @@ def test_new_turns_from_a_writer_process_appear_in_search(setup):
         assert labels["role"] == "run" and labels["model"] == atlas["model"].split("@")[0]
         assert labels["document_format"] == "doc-v1" and labels["redaction"].startswith("1.")
         assert {"version", "python", "lancedb", "fastembed", "sinks"} <= set(labels) and build.endswith(" 1.0")
+        assert labels["index_reads"] == ("io_uring" if local_reads.io_uring_status() == "ok" else "threads")
         assert re.search(r"^process_resident_memory_bytes \d", metrics, re.M)
         assert re.search(r"^process_cpu_seconds_total \d", metrics, re.M)
         # the searches' candidates: rank columns from memory or, for a table newer than the warm-up, read

@@ -25,7 +25,7 @@ def broken_fts(tmp_path_factory):
     assert len(fts) == 1, table.list_indices()
     # The index files vanish under the manifest that names them (a disk fault,
     # a half-copied backup): every full-text query of this table now fails.
-    index_dir = Path(table.uri) / "_indices" / fts[0].index_uuid
+    index_dir = searcher.retriever.db_dir / f"{table.name}.lance" / "_indices" / fts[0].index_uuid
     assert index_dir.is_dir()
     shutil.rmtree(index_dir)
     yield config, ix, searcher

@@ -18,6 +18,7 @@ from typing import Any
 
 import lancedb
 
+from exporters.lancedb.local_reads import LocalReads
 from indexer.runtime.config import OBJECT_STORE_SCHEMES, Config
 
 #: Option names whose values are never logged or shown.
@@ -34,6 +35,8 @@ class IndexLocation:
     refresh: timedelta = timedelta(seconds=2)
     #: the writer lease on object storage (see :mod:`exporters.lancedb.lease`)
     lease: timedelta = timedelta(seconds=60)
+    #: a local folder: how searchers read the table files (:mod:`exporters.lancedb.local_reads`)
+    local_reads: LocalReads = LocalReads.AUTO
 
     @classmethod
     def of(cls, where: IndexLocation | Path | str) -> IndexLocation:
@@ -45,7 +48,8 @@ class IndexLocation:
     @classmethod
     def from_config(cls, config: Config) -> IndexLocation:
         return cls(config.lancedb_uri, dict(config.index.storage_options),
-                   timedelta(seconds=config.index.refresh_seconds), timedelta(seconds=config.index.lease_seconds))
+                   timedelta(seconds=config.index.refresh_seconds), timedelta(seconds=config.index.lease_seconds),
+                   LocalReads(config.index.local_reads))
 
     @property
     def scheme(self) -> str:

@@ -24,6 +24,8 @@ return row addresses and scores only.
 The search path's calls (vector and full-text queries, the take of the shown rows, the
 version and routing counts) are awaited on the calling thread's own event loop
 (:mod:`exporters.lancedb.direct`), not queued on lancedb's one background loop thread.
+Tables of a local folder are read through io_uring where the kernel allows it
+(:mod:`exporters.lancedb.local_reads`).
 """
 
 from __future__ import annotations
@@ -39,9 +41,11 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import structlog
 
 from exporters.base import SinkError
-from exporters.lancedb import direct
+from exporters.lancedb import direct, local_reads
+from exporters.lancedb.local_reads import LocalReads
 from exporters.lancedb.location import IndexLocation
 from exporters.lancedb.pointer import ACTIVE_FILE, _ActivePointer
 from exporters.lancedb.rank_cache import RankCaches, RankCacheStale
@@ -58,6 +62,7 @@ from exporters.lancedb.store import _connect, _paths_of, _read_doc
 from indexer.core.scopes import ScopeFilter
 
 _WORD = re.compile(r"[\w']+", re.UNICODE)
+log = structlog.get_logger("indexer.lancedb")
 
 
 #: How long a filter's row count is reused for routing (a hint: it only picks exact vs index).
@@ -114,8 +119,11 @@ class Retriever:
         #: object storage: the scope state the writer published (None on a local folder,
         #: where scopes come from the state DB); see :mod:`exporters.lancedb.objectstore`
         self.published = None
+        #: how the table files are read (a local folder; None on object storage)
+        self.reads: LocalReads | None = None
         if self.location.is_local:
             self.db_dir = self.location.path
+            self.reads = local_reads.resolve(self.location.local_reads)
             self._db = _connect(self.location, reader=True)
             self._pointer = _ActivePointer(self.db_dir / ACTIVE_FILE)
         else:
@@ -152,7 +160,7 @@ class Retriever:
             tbl = self._tables.get(name)
             if tbl is None:
                 try:
-                    tbl = self._db.open_table(name)
+                    tbl = self._open_table(name)
                 except Exception as e:
                     raise SinkError(
                         f"lancedb: the live table {name} of persona {persona!r} cannot be opened: {e}. "
@@ -164,6 +172,26 @@ class Retriever:
                 self.rank_caches.keep_only(live)
                 self._tables[name] = tbl
             return tbl
+
+    def _open_table(self, name: str):
+        """Open table ``name`` for reading (through io_uring when chosen). Under ``auto``, a table
+        that opens with lance's threads but not through io_uring is logged once, and this reader
+        goes on with the threads."""
+        location = local_reads.table_location(self.db_dir, name, self.reads) if self.reads else None
+        if location is None:
+            return self._db.open_table(name)
+        from lancedb.table import LanceTable
+
+        try:
+            return LanceTable.open(self._db, name, location=location)
+        except Exception as exc:
+            if self.location.local_reads is LocalReads.IO_URING:
+                raise
+            table = self._db.open_table(name)  # its error, if it fails too: not an io_uring matter
+            log.warning("lancedb.io_uring_failed", table=name, error=f"{type(exc).__name__}: {str(exc)[:300]}",
+                        action='reading with lance\'s threads; [index] local_reads = "threads" skips the try')
+            self.reads = LocalReads.THREADS
+            return table
 
     def warm(self, persona: str) -> bool:
         """Load the rank columns of ``persona``'s live table into memory now (a daemon's start);

@@ -63,6 +63,9 @@ class IndexConfig(_Section):
     # chunks), in a process that answers queries (daemon, `search --batch`); 0 reads them from
     # the tables at every query (slower: ~20 ms more per persona-scope query at 100k chunks).
     rank_cache_mb: int = Field(256, ge=0, le=65536)
+    # How a searcher reads a local index's files: "io_uring" (fewer thread handoffs: less CPU per
+    # query), "threads" (lance's default), "auto" (io_uring where the kernel lets this process use it).
+    local_reads: Literal["auto", "io_uring", "threads"] = "auto"
 
     @field_validator("uri")
     @classmethod

@@ -246,6 +246,13 @@ class Searcher:
         return self._embedder
 
     @property
+    def index_reads(self) -> str:
+        """How this searcher reads the index: ``io_uring`` or ``threads`` (a local folder, see
+        :mod:`exporters.lancedb.local_reads`), ``object_store``."""
+        reads = self.retriever.reads
+        return "object_store" if reads is None else reads.value
+
+    @property
     def model_name(self) -> str:
         return self.config.embedding.model
 

@@ -78,7 +78,8 @@ class Daemon:
         if self.searcher is not None:
             self.metrics.watch_rank_cache(self.searcher.retriever.rank_caches)
         self.metrics.set_build_info(role="run", model=config.embedding.model, sinks=",".join(config.index.sinks),
-                                    document_format=identity.document_format, redaction=identity.redaction)
+                                    document_format=identity.document_format, redaction=identity.redaction,
+                                    **({} if self.searcher is None else {"index_reads": self.searcher.index_reads}))
         self._start_http()
         self.worker.thread.start()
         self._start_scheduler()

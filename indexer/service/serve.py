@@ -195,7 +195,8 @@ def run_serve(config: Config) -> int:
         except OSError:
             token = None
     metrics = Metrics()
-    metrics.set_build_info(role="serve", model=config.embedding.model, sinks="lancedb")
+    metrics.set_build_info(role="serve", model=config.embedding.model, sinks="lancedb",
+                           index_reads=service.searcher.index_reads)
     metrics.watch_rank_cache(service.searcher.retriever.rank_caches)
     metrics.set_ready(True)
     server = ApiServer(create_app(service, admin_token=token, max_request_bytes=config.api.max_request_bytes,

@@ -1,0 +1,98 @@
+"""How a reader of a local index reads the table files: io_uring or lance's thread pool.
+
+Lance reads a local file by handing every read to a blocking thread of its runtime and
+waking the query when it is done; a search makes hundreds of small reads (the rows a
+vector query re-scores, the vectors of its full-text hits, the shown rows), and on the
+2-core machine the thread handoffs cost more CPU than the reads: a profile of the
+project-scope query put a quarter of the process's samples in the kernel's scheduler
+(bench/RESULTS.md, "API under load", 2026-11-24). Lance's io_uring reader (the
+``file+uring://`` scheme) submits the same reads to a ring served by two threads of its
+own; a search costs 12–19 % less CPU (same run, same corpus).
+
+The choice is ``[index] local_reads``: ``auto`` (io_uring when this kernel lets the
+process create a ring: containers often forbid it by seccomp, ``kernel.io_uring_disabled``
+may too), ``io_uring`` (required: a reader that cannot use it fails with a clear error),
+``threads`` (lance's default). Only table *reads* of a searcher take this path: the
+database connection, the writer and object storage are unchanged.
+
+lancedb creates the connection's folder relative to the working directory when the
+connection URI has this scheme (``file+uring:/…``), so the connection stays a plain path
+and each table is opened with an explicit ``file+uring://`` location.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+import errno
+import functools
+import os
+import sys
+from pathlib import Path
+
+from exporters.base import SinkError
+
+#: The ring's threads wait this long for a request before they look again (lance's default,
+#: 10 ms, wakes both threads 100 times a second in an idle daemon); a request arriving ends
+#: the wait at once, so a longer one costs no latency.
+IDLE_POLL_MS = "1000"
+
+_SYS_IO_URING_SETUP = 425  # the same number on x86-64 and arm64 (the unified syscall table)
+
+
+class LocalReads(str, enum.Enum):
+    AUTO = "auto"
+    IO_URING = "io_uring"
+    THREADS = "threads"
+
+
+class IoUringUnavailable(SinkError):
+    """``local_reads = "io_uring"`` on a machine where the process cannot create a ring."""
+
+
+@functools.cache
+def io_uring_status() -> str:
+    """``"ok"`` when this process may create an io_uring ring, else why not (a short reason).
+
+    Creates a one-entry ring and closes it: the only reliable test (the kernel may lack it,
+    a seccomp filter may refuse it with EPERM, the sysctl may limit it to a group)."""
+    if not sys.platform.startswith("linux"):
+        return f"io_uring is Linux-only (this is {sys.platform})"
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        params = ctypes.create_string_buffer(120)  # struct io_uring_params, zeroed
+        fd = libc.syscall(_SYS_IO_URING_SETUP, ctypes.c_uint(1), params)
+    except (OSError, AttributeError) as exc:  # no libc syscall(): not a glibc/musl Linux
+        return f"cannot call io_uring_setup: {exc}"
+    if fd < 0:
+        code = ctypes.get_errno()
+        return f"io_uring_setup failed: {errno.errorcode.get(code, code)} ({os.strerror(code)})"
+    os.close(fd)
+    return "ok"
+
+
+def resolve(mode: LocalReads | str) -> LocalReads:
+    """The read path a reader takes under ``mode``: never ``AUTO``.
+
+    Raises :class:`IoUringUnavailable` for ``io_uring`` where the process cannot use it."""
+    mode = LocalReads(mode)
+    if mode is LocalReads.THREADS:
+        return mode
+    status = io_uring_status()
+    if status == "ok":
+        return LocalReads.IO_URING
+    if mode is LocalReads.IO_URING:
+        raise IoUringUnavailable(f'[index] local_reads = "io_uring", but {status}: '
+                                 'set local_reads = "auto" or "threads"')
+    return LocalReads.THREADS
+
+
+def table_location(db_dir: Path, name: str, reads: LocalReads) -> str | None:
+    """The explicit location to open table ``name`` with (None: lancedb's own, a plain path)."""
+    if reads is not LocalReads.IO_URING:
+        return None
+    os.environ.setdefault("LANCE_URING_POLL_TIMEOUT_MS", IDLE_POLL_MS)  # read when the ring threads start
+    return f"file+uring://{Path(db_dir).absolute()}/{name}.lance"
+
+
+__all__ = ["LocalReads", "IoUringUnavailable", "io_uring_status", "resolve", "table_location"]
