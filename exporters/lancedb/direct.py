@@ -67,6 +67,24 @@ def run(awaitable: Any) -> Any:
     return LOOP.run(awaitable)
 
 
+async def collect(query: Any):
+    """``query``'s rows as one Arrow table: the query's native stream, collected.
+
+    lancedb's ``to_arrow()`` first awaits the table's schema (to add a row id for blob
+    columns; these tables have none) and wraps the batches twice in Python. Every awaited
+    native call is finished on one of lancedb's two runtime threads, which must take the GIL
+    to hand the result back: with four searches in flight they queue for it behind the
+    request threads and the cores idle (bench/RESULTS.md "API under load", 2026-11-24). A
+    query with a reranker goes the library's way."""
+    if getattr(query, "_reranker", None) is not None:
+        return await query.to_arrow()
+    import pyarrow as pa
+
+    stream = await query._inner.execute(max_batch_length=None, timeout=None)
+    batches = [batch async for batch in stream]
+    return pa.Table.from_batches(batches, schema=stream.schema)
+
+
 class Direct:
     """An async LanceDB query with the synchronous builders' ``to_arrow()``."""
 
@@ -76,4 +94,4 @@ class Direct:
         self.query = query
 
     def to_arrow(self):
-        return run(self.query.to_arrow())
+        return run(collect(self.query))

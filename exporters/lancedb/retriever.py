@@ -250,8 +250,8 @@ class Retriever:
         got: dict[str, dict] = {}
         rowids = [row.get("_rowid") for row in rows]
         if all(r is not None for r in rowids):  # a take by row address: no index lookup
-            taken = direct.run(direct.handle(table).take_row_ids(rowids).select(["id", *wanted])
-                               .with_row_id().to_arrow()).to_pylist()
+            taken = direct.run(direct.collect(direct.handle(table).take_row_ids(rowids).select(["id", *wanted])
+                                              .with_row_id())).to_pylist()
             by_address = {x["_rowid"]: x["id"] for x in taken}
             if any(by_address.get(row["_rowid"], row["id"]) != row["id"] for row in rows):
                 # an address holds another row than the candidate said: never show it
