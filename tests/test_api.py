@@ -756,6 +756,34 @@ def test_every_connection_of_the_server_has_tcp_nodelay(backend):
         server.stop()
 
 
+def test_the_server_parses_http_in_c_on_uvloop(backend):
+    """httptools and uvloop are dependencies: uvicorn picks both up; a broken install of either
+    would fall back to the pure-Python parser and asyncio's loop silently (more interpreter time
+    per request) — this fails instead."""
+    import httpx
+
+    from indexer.service.api import ApiServer
+
+    app = create_app(backend, admin_token=TOKEN)
+    loops: list[str] = []
+
+    @app.get("/loop-kind")
+    async def loop_kind() -> dict:
+        loops.append(type(asyncio.get_running_loop()).__module__)
+        return {}
+
+    server = ApiServer(app, "127.0.0.1", 0)
+    server.start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=10) as http:
+            assert http.get("/loop-kind").status_code == 200
+            (connection,) = list(server._server.server_state.connections)
+        assert type(connection).__module__ == "uvicorn.protocols.http.httptools_impl"
+        assert loops == ["uvloop"]
+    finally:
+        server.stop()
+
+
 def test_status_passes_extra_keys_and_checks_the_contract(client, backend, monkeypatch):
     monkeypatch.setattr(backend, "status", lambda: {"ledger": {"head": 12}, "personas": {"atlas": {"lag": 2}}})
     assert client.get("/v1/status").json() == {"ledger": {"head": 12}, "personas": {"atlas": {"lag": 2}}}

@@ -121,6 +121,8 @@ def test_each_thread_awaits_on_its_own_loop(indexed, runs) -> None:  # noqa: F81
             for ident, loop in pool.map(lambda _: (threading.get_ident(), loop_of()), range(2)):
                 assert loops.setdefault(ident, loop) == loop  # kept for the thread's life
     assert len(set(loops.values())) == len(loops)  # one loop per thread
+    direct.run(asyncio.sleep(0))
+    assert type(direct._local.own.loop).__module__ == "uvloop"  # a dependency: its loop turns cost less
 
 
 def test_a_thread_s_loop_is_closed_when_the_thread_ends() -> None:
