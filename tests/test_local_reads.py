@@ -137,14 +137,17 @@ from exporters.lancedb.location import IndexLocation
 r = Retriever(IndexLocation({db!r}, local_reads=LocalReads({mode!r})))
 t = r.active_table("atlas")
 rows = t.search().select(["id", "text"]).limit(None).to_list()
-rings = sum(1 for fd in os.listdir("/proc/self/fd")
-            if os.path.exists(f"/proc/self/fd/{{fd}}") and "io_uring" in os.readlink(f"/proc/self/fd/{{fd}}"))
-print(json.dumps({{"reads": r.reads.value, "rows": len(rows), "rings": rings, "cwd": sorted(os.listdir("."))}}))
+rings = [fd for fd in os.listdir("/proc/self/fd")
+         if os.path.exists(f"/proc/self/fd/{{fd}}") and "io_uring" in os.readlink(f"/proc/self/fd/{{fd}}")]
+masks = sorted({{line.split()[1] for fd in rings for line in open(f"/proc/self/fdinfo/{{fd}}")
+                if line.startswith("SqMask:")}})
+print(json.dumps({{"reads": r.reads.value, "rows": len(rows), "rings": len(rings), "sq_masks": masks,
+                  "cwd": sorted(os.listdir("."))}}))
 """
 
 
 def _child(db: Path, mode: str, cwd: Path) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LANCE_URING_")} | {"PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, "-c", _CHILD.format(root=str(ROOT), db=str(db), mode=mode)], cwd=cwd,
                          env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -163,7 +166,8 @@ def test_a_fresh_reader_reads_through_a_ring_only_when_chosen_and_makes_nothing_
     ring = _child(db, "io_uring", cwd)
     threads = _child(db, "threads", cwd)
     assert ring["reads"] == "io_uring" and ring["rings"] >= 1 and ring["rows"] == 40
-    assert threads == {"reads": "threads", "rows": 40, "rings": 0, "cwd": []}
+    assert ring["sq_masks"] == ["0x3ff"]  # rings of RING_ENTRIES (1024), not lance's 16,384
+    assert threads == {"reads": "threads", "rows": 40, "rings": 0, "sq_masks": [], "cwd": []}
     # a connection URI of this scheme would have made `file+uring:/…` here (lancedb's mkdir)
     assert ring["cwd"] == []
 
