@@ -240,3 +240,19 @@ def test_a_table_that_cannot_be_opened_at_all_keeps_io_uring_for_the_next(tmp_pa
     with pytest.raises(SinkError):
         auto.active_table("atlas")
     assert auto.reads is LocalReads.IO_URING  # a missing table says nothing about io_uring
+
+
+def test_required_io_uring_where_it_is_unavailable_is_one_clear_cli_line(tmp_path: Path, monkeypatch) -> None:
+    from tests.cli_runner import run_cli
+    from tests.demo_index import build_demo_index
+    from tests.test_cli_errors import one_line_error
+
+    build_demo_index(tmp_path).close()
+    monkeypatch.setattr(local_reads, "io_uring_status", lambda: "io_uring_setup failed: EPERM (Operation not permitted)")
+    config = str(tmp_path / "demo" / "ledger-indexer.toml")
+    env = {"LEDGER_INDEXER_INDEX_LOCAL_READS": "io_uring"}
+    line = one_line_error(run_cli("--config", config, "search", "jwt expiry", "--persona", "atlas", env=env), 2)
+    assert 'local_reads = "io_uring", but io_uring_setup failed: EPERM' in line and '"threads"' in line
+    # auto on the same machine: read with lance's threads, and answered
+    ok = run_cli("--config", config, "search", "jwt expiry", "--persona", "atlas", env={})
+    assert ok.returncode == 0 and "jwt" in ok.stdout.lower(), ok.stderr

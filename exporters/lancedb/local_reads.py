@@ -92,14 +92,18 @@ def resolve(mode: LocalReads | str) -> LocalReads:
     return LocalReads.THREADS
 
 
+def configure_rings() -> None:
+    """Set lance's ring-thread settings before its first io_uring read (lance reads them from
+    the environment when its ring threads start); an operator's own values win."""
+    os.environ.setdefault("LANCE_URING_POLL_TIMEOUT_MS", IDLE_POLL_MS)
+    os.environ.setdefault("LANCE_URING_QUEUE_DEPTH", RING_ENTRIES)
+
+
 def table_location(db_dir: Path, name: str, reads: LocalReads) -> str | None:
     """The explicit location to open table ``name`` with (None: lancedb's own, a plain path)."""
     if reads is not LocalReads.IO_URING:
         return None
-    # read when the ring threads start (an operator's own values win)
-    os.environ.setdefault("LANCE_URING_POLL_TIMEOUT_MS", IDLE_POLL_MS)
-    os.environ.setdefault("LANCE_URING_QUEUE_DEPTH", RING_ENTRIES)
     return f"file+uring://{Path(db_dir).absolute()}/{name}.lance"
 
 
-__all__ = ["LocalReads", "IoUringUnavailable", "io_uring_status", "resolve", "table_location"]
+__all__ = ["LocalReads", "IoUringUnavailable", "configure_rings", "io_uring_status", "resolve", "table_location"]

@@ -124,6 +124,8 @@ class Retriever:
         if self.location.is_local:
             self.db_dir = self.location.path
             self.reads = local_reads.resolve(self.location.local_reads)
+            if self.reads is LocalReads.IO_URING:
+                local_reads.configure_rings()
             self._db = _connect(self.location, reader=True)
             self._pointer = _ActivePointer(self.db_dir / ACTIVE_FILE)
         else:

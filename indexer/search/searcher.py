@@ -212,8 +212,13 @@ class Searcher:
         self.config = config
         # Immutable; the benchmark passes its own per grid point.
         self.ranking = ranking_settings
-        self.retriever = Retriever(IndexLocation.from_config(config),
-                                   rank_cache_bytes=config.index.rank_cache_mb * 2**20 if rank_cache else 0)
+        from exporters.lancedb.local_reads import IoUringUnavailable
+
+        try:
+            self.retriever = Retriever(IndexLocation.from_config(config),
+                                       rank_cache_bytes=config.index.rank_cache_mb * 2**20 if rank_cache else 0)
+        except IoUringUnavailable as exc:  # a setting this machine cannot honour: the operator's to change
+            raise SearchError(str(exc), code=2) from None
         # The state DB locally; on object storage the scope state the writer published (on every
         # machine, the writer's too: one path), checked against this process's model.
         self.state = scope_source(config, self.retriever, lambda: self.embedder.fingerprint) \
