@@ -1,13 +1,13 @@
 """How a reader of a local index reads the table files: io_uring or lance's thread pool.
 
-Lance reads a local file by handing every read to a blocking thread of its runtime and
-waking the query when it is done; a search makes hundreds of small reads (the rows a
-vector query re-scores, the vectors of its full-text hits, the shown rows), and on the
-2-core machine the thread handoffs cost more CPU than the reads: a profile of the
+A search makes hundreds of small reads (the rows a vector query re-scores, the vectors of
+its full-text hits, the shown rows); lance's local reader hands them to its runtime's
+threads, and on the 2-core machine the handoffs cost more than the reads: a profile of the
 project-scope query put a quarter of the process's samples in the kernel's scheduler
 (bench/RESULTS.md, "API under load", 2026-11-24). Lance's io_uring reader (the
 ``file+uring://`` scheme) submits the same reads to a ring served by two threads of its
-own; a search costs 12–19 % less CPU (same run, same corpus).
+own: in-process at 100k chunks, project- and persona-scope p50 ~10 % lower (ABBA), 12–19 %
+less CPU a sequential project-scope search.
 
 The choice is ``[index] local_reads``: ``auto`` (io_uring when this kernel lets the
 process create a ring: containers often forbid it by seccomp, ``kernel.io_uring_disabled``
