@@ -148,6 +148,41 @@ def test_hardening_directives_present(unit):
     assert value(unit, "Service", "SystemCallErrorNumber") == "EPERM"
 
 
+def _filter_groups(exe: str) -> dict[str, set[str]]:
+    """Every syscall group systemd-analyze knows, with its members (nested groups as ``@name``)."""
+    out = subprocess.run([exe, "syscall-filter"], capture_output=True, text=True, timeout=60)
+    groups: dict[str, set[str]] = {}
+    name = None
+    for line in out.stdout.splitlines():
+        if line.startswith("@"):
+            name = line.strip()
+            groups[name] = set()
+        elif name and line.strip() and not line.strip().startswith("#"):
+            groups[name].add(line.split()[0])
+    return groups
+
+
+def _expanded(groups: dict[str, set[str]], name: str) -> set[str]:
+    members: set[str] = set()
+    for m in groups.get(name, ()):
+        members |= _expanded(groups, m) if m.startswith("@") else {m}
+    return members
+
+
+def test_the_unit_s_syscall_filter_lets_searches_read_through_io_uring(unit):
+    """The searcher reads the index through io_uring where allowed (``index.local_reads = auto``):
+    under this unit's filter the three io_uring calls must be allowed (systemd puts them in @aio,
+    part of @system-service) — else the daemon would quietly read with lance's threads."""
+    exe, _version = _systemd_analyze()
+    groups = _filter_groups(exe)
+    allowed = set().union(*(_expanded(groups, g) for g in values(unit, "Service", "SystemCallFilter")
+                            if not g.startswith("~")))
+    denied = set().union(*(_expanded(groups, g[1:]) for g in values(unit, "Service", "SystemCallFilter")
+                           if g.startswith("~")), set())
+    uring = {"io_uring_setup", "io_uring_enter", "io_uring_register"}
+    assert uring <= allowed and not uring & denied
+
+
 def test_ledger_is_read_only_and_memory_workspaces_are_bound(unit):
     config = tomllib.loads(CONFIG_EXAMPLE.read_text())
     ro = [p.lstrip("-") for v in values(unit, "Service", "ReadOnlyPaths") for p in v.split()]
