@@ -24,7 +24,7 @@ process has ever held, e.g. during a backfill) and the memory trims of the
 sync worker. Memory figures are read when scraped. ``ledger_indexer_build_info``
 (always 1) carries what the process runs as labels: package, Python, LanceDB and
 fastembed versions, its role (``run``/``serve``), the embedding model, document
-format and redaction ruleset.
+format, redaction ruleset and how its searcher reads the index (``index_reads``).
 """
 
 from __future__ import annotations
