@@ -79,8 +79,7 @@ def test_threads_is_always_threads_and_auto_follows_the_probe(monkeypatch) -> No
 def test_the_probe_gives_ok_or_a_reason_and_the_location_names_the_table(tmp_path: Path) -> None:
     status = local_reads.io_uring_status()
     assert status == "ok" or status.startswith(("io_uring_setup failed: ", "io_uring is Linux-only", "cannot call"))
-    assert local_reads.table_location(tmp_path, "t_g1", LocalReads.THREADS) is None
-    assert local_reads.table_location(tmp_path, "t_g1", LocalReads.IO_URING) == f"file+uring://{tmp_path}/t_g1.lance"
+    assert local_reads.table_location(tmp_path, "t_g1") == f"file+uring://{tmp_path}/t_g1.lance"
 
 
 def test_the_config_key_takes_three_values(tmp_path: Path) -> None:
@@ -92,10 +91,6 @@ def test_the_config_key_takes_three_values(tmp_path: Path) -> None:
         load_config(None, env={}, overrides={"index": {"dir": str(tmp_path), "local_reads": "mmap"}})
     assert str(err.value) == ("invalid config: index.local_reads: Input should be 'auto', 'io_uring' or 'threads' "
                               "(got 'mmap')")
-
-
-def test_object_storage_readers_have_no_local_read_path() -> None:
-    assert IndexLocation("s3://bucket/prefix").is_local is False  # Retriever.reads stays None there
 
 
 # --------------------------------------------------------------------------- the same answers

@@ -521,7 +521,9 @@ def test_kill_9_of_the_writer_mid_sync_loses_and_duplicates_nothing(tmp_path, s3
     proc.wait(timeout=60)
     assert killed, "the sync finished before it could be killed"
     # the last committed version stays readable
-    table = Retriever(loc).active_table("atlas")
+    reader = Retriever(loc)
+    assert reader.reads is None  # object storage: no local read path (io_uring or threads)
+    table = reader.active_table("atlas")
     assert table is not None and table.count_rows() > 0
     # no pass ended, so no scope state was published: a reader refuses rather than search unscoped
     from indexer.embedding.factory import make_embedder

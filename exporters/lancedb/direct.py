@@ -28,8 +28,9 @@ _local = threading.local()
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
-    """uvloop's loop where installed (its cross-thread wake-up and loop turn cost less
-    interpreter time: each search awaits about nine native calls), else asyncio's."""
+    """uvloop's loop where installed (each search awaits about nine native calls on it; 4
+    search threads answered more queries a second than on asyncio's loop, bench/RESULTS.md),
+    else asyncio's."""
     try:
         import uvloop
     except ImportError:
@@ -81,11 +82,9 @@ async def collect(query: Any):
     """``query``'s rows as one Arrow table: the query's native stream, collected.
 
     lancedb's ``to_arrow()`` first awaits the table's schema (to add a row id for blob
-    columns; these tables have none) and wraps the batches twice in Python. Every awaited
-    native call is finished on one of lancedb's two runtime threads, which must take the GIL
-    to hand the result back: with four searches in flight they queue for it behind the
-    request threads and the cores idle (bench/RESULTS.md "API under load", 2026-11-24). A
-    query with a reranker goes the library's way."""
+    columns; these tables have none) and wraps the batches twice in Python; without them,
+    4 search threads answered ~10 % more queries a second in-process (bench/RESULTS.md
+    "API under load", 2026-11-24). A query with a reranker goes the library's way."""
     if getattr(query, "_reranker", None) is not None:
         return await query.to_arrow()
     import pyarrow as pa

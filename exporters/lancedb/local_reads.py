@@ -1,10 +1,9 @@
 """How a reader of a local index reads the table files: io_uring or lance's thread pool.
 
 A search makes hundreds of small reads (the rows a vector query re-scores, the vectors of
-its full-text hits, the shown rows); lance's local reader hands them to its runtime's
-threads, and on the 2-core machine the handoffs cost more than the reads: a profile of the
-project-scope query put a quarter of the process's samples in the kernel's scheduler
-(bench/RESULTS.md, "API under load", 2026-11-24). Lance's io_uring reader (the
+its full-text hits, the shown rows), which lance's local reader hands to its runtime's
+threads; a profile of the project-scope query put a quarter of the process's samples in the
+kernel's scheduler (bench/RESULTS.md, "API under load", 2026-11-24). Lance's io_uring reader (the
 ``file+uring://`` scheme) submits the same reads to a ring served by two threads of its
 own: in-process at 100k chunks, project- and persona-scope p50 ~10 % lower (ABBA), 12–19 %
 less CPU a sequential project-scope search.
@@ -99,10 +98,8 @@ def configure_rings() -> None:
     os.environ.setdefault("LANCE_URING_QUEUE_DEPTH", RING_ENTRIES)
 
 
-def table_location(db_dir: Path, name: str, reads: LocalReads) -> str | None:
-    """The explicit location to open table ``name`` with (None: lancedb's own, a plain path)."""
-    if reads is not LocalReads.IO_URING:
-        return None
+def table_location(db_dir: Path, name: str) -> str:
+    """The explicit location that opens table ``name`` of ``db_dir`` for io_uring reads."""
     return f"file+uring://{Path(db_dir).absolute()}/{name}.lance"
 
 

@@ -179,13 +179,12 @@ class Retriever:
         """Open table ``name`` for reading (through io_uring when chosen). Under ``auto``, a table
         that opens with lance's threads but not through io_uring is logged once, and this reader
         goes on with the threads."""
-        location = local_reads.table_location(self.db_dir, name, self.reads) if self.reads else None
-        if location is None:
+        if self.reads is not LocalReads.IO_URING:
             return self._db.open_table(name)
         from lancedb.table import LanceTable
 
         try:
-            return LanceTable.open(self._db, name, location=location)
+            return LanceTable.open(self._db, name, location=local_reads.table_location(self.db_dir, name))
         except Exception as exc:
             if self.location.local_reads is LocalReads.IO_URING:
                 raise

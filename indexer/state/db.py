@@ -421,9 +421,8 @@ class StateDB:
         stamp, never older. Inside a caller's own transaction (whose writes may still roll back)
         nothing is kept or reused."""
         conn = self.db.connection()
-        if conn.in_transaction:
-            with self.db.atomic():
-                return self._read_facts(persona, session)
+        if conn.in_transaction:  # the caller's transaction holds the three reads together already
+            return self._read_facts(persona, session)
         with self.db.atomic():
             (version,) = conn.execute("PRAGMA data_version").fetchone()
             stamp = (conn, version, conn.total_changes)
