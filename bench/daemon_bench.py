@@ -352,17 +352,20 @@ def run_clients(base: str, bodies: Sequence[dict], clients: int) -> dict:
 
     threads = [threading.Thread(target=worker, name=f"client-{k}") for k in range(clients)]
     started = time.perf_counter()
+    cpu_started = time.process_time()
     for th in threads:
         th.start()
     for th in threads:
         th.join()
     wall = time.perf_counter() - started
+    client_cpu = time.process_time() - cpu_started
     ok = [r for r in results if r["ok"]]
     ms = [r["ms"] for r in ok]
     took = [r["took_ms"] for r in ok if r["took_ms"] is not None]
     out = {"clients": clients, "requests": len(bodies),
            "ok": len(ok), "errors": len(errors), "error_samples": errors[:5], "wall_s": wall,
            "rps": len(ok) / wall if wall else float("nan"),
+           "client_cpu_pct": 100 * client_cpu / wall if wall else float("nan"),
            "p50": percentile(ms, 50), "p95": percentile(ms, 95), "p99": percentile(ms, 99),
            "max": max(ms) if ms else float("nan"), "mean": statistics.fmean(ms) if ms else float("nan"),
            "took_p50": percentile(took, 50), "took_p95": percentile(took, 95),
@@ -426,7 +429,7 @@ def load(size: str, baseline_n: int, n: int, clients: int, idle_s: float) -> dic
         cpu2 = proc_sample(d.pid)
         c = out["concurrent"]
         log(f"  {clients} clients: {c['rps']:.1f} req/s, p50 {c['p50']:.0f} ms, p95 {c['p95']:.0f} ms, "
-            f"p99 {c['p99']:.0f} ms ({c['errors']} errors)")
+            f"p99 {c['p99']:.0f} ms ({c['errors']} errors), client CPU {c['client_cpu_pct']:.0f} %")
         out["load_after"] = loadavg()
         b["daemon_cpu_pct"] = 100 * (cpu1["cpu"] - cpu0["cpu"]) / (cpu1["t"] - cpu0["t"])
         c["daemon_cpu_pct"] = 100 * (cpu2["cpu"] - cpu1["cpu"]) / (cpu2["t"] - cpu1["t"])
@@ -727,9 +730,10 @@ def report(ctx: dict) -> str:
             r = ld[key]
             rows.append([f"{r['clients']} client{'s' if r['clients'] > 1 else ''}", r["ok"], f"{r['rps']:.1f}",
                          f"{r['p50']:.0f}", f"{r['p95']:.0f}", f"{r['p99']:.0f}", f"{r['max']:.0f}",
-                         f"{r['took_p50']:.0f}", f"{r['daemon_cpu_pct']:.0f}", r["errors"]])
+                         f"{r['took_p50']:.0f}", f"{r['daemon_cpu_pct']:.0f}",
+                         f"{r['client_cpu_pct']:.0f}" if "client_cpu_pct" in r else "—", r["errors"]])
         lines.append(md_table(["clients", "requests", "req/s", "p50 ms", "p95 ms", "p99 ms", "max ms",
-                               "`took_ms` p50", "daemon CPU %", "errors"], rows))
+                               "`took_ms` p50", "daemon CPU %", "client CPU %", "errors"], rows))
         rows = []
         for key in ("baseline", "concurrent"):
             r = ld[key]
@@ -737,7 +741,9 @@ def report(ctx: dict) -> str:
                 s = r["scopes"][scope]
                 rows.append([r["clients"], scope, s["n"], f"{s['p50']:.0f}", f"{s['p95']:.0f}", f"{s['p99']:.0f}"])
         lines += ["", md_table(["clients", "scope", "requests", "p50 ms", "p95 ms", "p99 ms"], rows),
-                  "", (f"Daemon CPU % is of one core (200 % = both cores). Daemon ready {ld['ready_s']:.0f} s after "
+                  "", (f"Daemon CPU % is of one core (200 % = both cores); client CPU % is the benchmark process's own "
+                       "(the clients share the machine with the daemon). "
+                       f"Daemon ready {ld['ready_s']:.0f} s after "
                       f"start; RSS {ld['rss_after_ready_kb'] / 1024:.0f} MB when ready, "
                       f"{ld['rss_after_load_kb'] / 1024:.0f} MB after the load (VmHWM "
                       f"{ld['hwm_after_load_kb'] / 1024:.0f} MB). Load average "
