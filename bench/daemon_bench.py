@@ -107,6 +107,7 @@ GAP_S = (0.5, 1.0)
 DEBOUNCE_MS = 200  # the default of [sync] debounce_ms
 INTERVAL_S = 30.0  # the default of [sync] interval_seconds
 SAMPLE_S = 0.5
+QUERY_RSS_EVERY_S = 2.0  # RSS samples through a memory run's query phase
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 FULL = {"appends": 50, "seed_turns": 300, "size": "100k", "baseline_requests": 500, "requests": 2000,
@@ -503,6 +504,17 @@ class RssSampler:
         return self.samples
 
 
+def quarter_maxima(series: Sequence[Sequence[float]]) -> list[float]:
+    """The largest RSS (MB) in each quarter of a ``[[seconds, MB], ...]`` series (empty quarters left out)."""
+    if not series:
+        return []
+    end = series[-1][0] or 1.0
+    quarters: list[list[float]] = [[], [], [], []]
+    for t, mb in series:
+        quarters[min(3, int(4 * t / end))].append(mb)
+    return [max(q) for q in quarters if q]
+
+
 def memory_run(variant: str, run: int, info: dict, lines: Sequence[str], questions: Sequence[str], p: dict) -> dict:
     from bench import latency as L
 
@@ -541,8 +553,13 @@ def memory_run(variant: str, run: int, info: dict, lines: Sequence[str], questio
                                "scope": req.scope.value, "max_results": req.max_results, "mode": req.mode.value})
         run_clients(d.base, bodies[:20], 1)  # warm-up
         c0 = proc_sample(d.pid)
+        during = RssSampler(d.pid, every=QUERY_RSS_EVERY_S)
         out["queries"] = run_clients(d.base, bodies[:p["memory_requests"]], p["clients"])
+        series = during.stop()
         c1 = proc_sample(d.pid)
+        # RSS through the query phase: does it level off, or creep with the number of searches?
+        out["rss_during_queries"] = [[round(x["t"] - c0["t"], 1), round(x["rss_kb"] / 1024, 1)] for x in series]
+        out["rss_queries_quarters_mb"] = quarter_maxima(out["rss_during_queries"])
         out["queries"]["daemon_cpu_pct"] = 100 * (c1["cpu"] - c0["cpu"]) / (c1["t"] - c0["t"])
         out["rss_after_queries_mb"] = c1["rss_kb"] / 1024
         idle = [proc_sample(d.pid)]
@@ -809,11 +826,13 @@ def memory_report(mem: dict) -> str:
                      f"after queries (target ≤ {STEADY_TARGET_MB} MB: "
                      f"{'met' if after['steady_rss_mb'] <= STEADY_TARGET_MB else 'missed'}).**")]
     rows = [[x["variant"], x["run"], f"{x['backfill_s']:.0f}", f"{x['backfill_peak_mb']:.0f}",
-             f"{x['rss_after_queries_mb']:.0f}", f"{x['steady_rss_mb']:.0f}", f"{x['queries']['rps']:.1f}",
+             f"{x['rss_after_queries_mb']:.0f}", " / ".join(f"{v:.0f}" for v in x.get("rss_queries_quarters_mb", [])),
+             f"{x['steady_rss_mb']:.0f}", f"{x['queries']['rps']:.1f}",
              f"{x['queries']['daemon_cpu_pct']:.0f}", int(x["metrics"]["trims"]),
              f"{1000 * x['metrics']['trim_seconds_sum'] / max(1, x['metrics']['trims']):.1f}",
              f"{x['metrics']['trim_released_mb']:.0f}", " / ".join(map(str, x["load_before"]))] for x in runs]
-    out += ["", md_table(["variant", "run", "backfill s", "peak MB", "after queries MB", "steady MB", "req/s",
+    out += ["", md_table(["variant", "run", "backfill s", "peak MB", "after queries MB",
+                          "largest RSS in each quarter of the queries MB", "steady MB", "req/s",
                           "CPU %", "trims", "ms per trim", "released MB", "load before"], rows)]
     return "\n".join(out)
 
@@ -830,6 +849,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--memory-variants", default=None,
                     help="comma-separated subset of " + ",".join(MEMORY_VARIANTS) + " (default: all)")
     ap.add_argument("--memory-turns", type=int, default=None)
+    ap.add_argument("--memory-requests", type=int, default=None,
+                    help="searches of a memory run's query phase (a soak: RSS is sampled through it)")
     ap.add_argument("--appends", type=int, default=None)
     ap.add_argument("--seed-turns", type=int, default=None)
     ap.add_argument("--size", choices=("10k", "100k"), default=None)
@@ -854,6 +875,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         p["memory_variants"] = args.memory_variants.split(",")
     if args.memory_turns is not None:
         p["memory_turns"] = args.memory_turns
+    if args.memory_requests is not None:
+        p["memory_requests"] = args.memory_requests
     only = {w.strip() for w in args.only.split(",") if w.strip()}
     unknown = only - {"freshness", "load", "idle", "memory"}
     if unknown:

@@ -38,7 +38,7 @@ def test_memory_report_states_the_targets_and_every_run():
                 "backfill_peak_mb": peak, "hwm_after_backfill_mb": peak, "rss_after_queries_mb": steady + 50,
                 "steady_rss_mb": steady, "queries": {"rps": rps, "daemon_cpu_pct": 150.0},
                 "metrics": {"trims": 4, "trim_seconds_sum": 0.01, "trim_released_mb": 120.0},
-                "load_before": [1.0, 1.0, 1.0]}
+                "load_before": [1.0, 1.0, 1.0], "rss_queries_quarters_mb": [steady + 10, steady + 20]}
 
     summary = {
         "before": {"backfill_peak_mb": 1500, "hwm_after_backfill_mb": 1510, "rss_after_backfill_mb": 1400,
@@ -58,6 +58,15 @@ def test_memory_report_states_the_targets_and_every_run():
     assert "(target ≤ 400 MB: met)" in md
     assert "| after (defaults) | 700 | 710 | 380 | 420 | **350** | 351 / 710 |" in md
     assert md.count("| before | 0 |") == 1 and md.count("| after | 0 |") == 1
+    assert "| after | 0 | 60 | 700 | 400 | 360 / 370 | 350 | 38.0 |" in md
+
+
+def test_quarter_maxima_shows_whether_rss_levels_off_through_a_soak():
+    series = [[0.0, 300.0], [2.0, 320.0], [4.0, 310.0], [6.0, 330.0], [8.0, 329.0]]
+    # quarters of the 8 s: [0, 2), [2, 4), [4, 6), [6, 8] (the last sample falls in the last)
+    assert D.quarter_maxima(series) == [300.0, 320.0, 310.0, 330.0]
+    assert D.quarter_maxima([[0.0, 5.0], [10.0, 7.0]]) == [5.0, 7.0]
+    assert D.quarter_maxima([]) == []
 
 
 def test_embed_memory_report_states_what_the_arena_keeps():
