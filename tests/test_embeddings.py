@@ -75,6 +75,27 @@ def test_truncates_at_the_trained_window(real: FastEmbedder) -> None:
     assert cos(a, b) > 0.9999  # the tail is past token 256: cut
 
 
+def test_tokens_are_counted_with_the_models_own_tokenizer_exactly(real: FastEmbedder) -> None:
+    """One vocabulary in memory: the counter is fastembed's tokenizer (which truncates at the window
+    and pads batches), and it counts what a tokenizer without truncation or padding counts."""
+    from tokenizers import Tokenizer
+
+    assert real._tokenizer is real._model.model.tokenizer
+    assert real._tokenizer.truncation["max_length"] == 256 and real._tokenizer.padding is not None
+    plain = Tokenizer.from_file(str(real.model_dir / "tokenizer.json"))
+    plain.no_truncation()
+    plain.no_padding()
+    words = ["alpha", "JWT", "expiry", "naïve", "café", "déjà", "東京", "😀", "x" * 150, "--", "foo_bar",
+             "https://example.com/a?b=c", "{'k': 1}", "\n", "Straße"]
+    texts = ["", " ", "hello world", "word " * 700, "x" * 5000, "ä" * 3000]
+    for n in (1, 3, 40, 120, 255, 256, 257, 300, 511, 512, 513, 900):
+        texts.append(" ".join(words[(i * 7 + n) % len(words)] for i in range(n)))
+    expected = [len(e.ids) for e in plain.encode_batch(texts, add_special_tokens=False)]
+    assert [real.count_tokens(t) for t in texts] == expected
+    assert real.model_tokens(texts) == [min(n + 2, 256) for n in expected]  # one padded batch
+    assert max(expected) > 3 * 256  # several overflowing pieces were counted
+
+
 def test_cache_hits_make_no_model_calls(tmp_path: Path, real: FastEmbedder) -> None:
     cache = CachedEmbedder(real, tmp_path / "embed-cache.sqlite")
     texts = ["first body about deployments", "second body about invoices", "first body about deployments"]

@@ -222,7 +222,7 @@ class FastEmbedder:
         if folder is None:
             folder = Path(getattr(inner, "_model_dir", "") or ".")
         self.model_dir = folder
-        self._tokenizer = self._load_count_tokenizer(folder)
+        self._tokenizer = self._count_tokenizer(inner, folder)
         self.max_tokens = self._read_max_tokens(inner, folder)
         probe = self._embed_batch(["dimension probe"])
         self.dim = int(probe.shape[1])
@@ -279,8 +279,21 @@ class FastEmbedder:
         if self._tokenizer is None:
             counts = [approx_tokens(t) for t in texts]
         else:
-            counts = [len(e.ids) for e in self._tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+            counts = [_real_tokens(e) for e in self._tokenizer.encode_batch(list(texts), add_special_tokens=False)]
         return [min(c + 2, self.max_tokens) for c in counts]
+
+    @staticmethod
+    def _count_tokenizer(inner: Any, folder: Path):
+        """The tokenizer that counts tokens: the model's own (fastembed's, which truncates at the
+        window and pads batches: :func:`_real_tokens` counts through both), so the process holds
+        one copy of the vocabulary (~7 MB a tokenizer); a second one from ``folder`` only when the
+        model's overlaps its pieces (a truncation stride) or is not a ``tokenizers.Tokenizer``."""
+        from tokenizers import Tokenizer
+
+        own = getattr(inner, "tokenizer", None)
+        if isinstance(own, Tokenizer) and not (own.truncation or {}).get("stride"):
+            return own
+        return FastEmbedder._load_count_tokenizer(folder)
 
     @staticmethod
     def _load_count_tokenizer(folder: Path):
@@ -323,7 +336,7 @@ class FastEmbedder:
     def count_tokens(self, text: str) -> int:
         if self._tokenizer is None:
             return approx_tokens(text)
-        return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+        return _real_tokens(self._tokenizer.encode(text, add_special_tokens=False))
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)
@@ -357,6 +370,13 @@ class FastEmbedder:
         with self._lock:
             self.query_calls += 1
         return l2_normalize(np.asarray(v, dtype=np.float32))
+
+
+def _real_tokens(encoding: Any) -> int:
+    """Tokens of one text's ``tokenizers.Encoding``, however the tokenizer truncates or pads it:
+    the tokens kept plus those of every overflowing piece (a truncation without stride splits
+    the text into consecutive pieces), padding left out (``attention_mask`` is 0 there)."""
+    return sum(encoding.attention_mask) + sum(sum(piece.attention_mask) for piece in encoding.overflowing)
 
 
 def approx_tokens(text: str) -> int:
