@@ -804,7 +804,7 @@ def memory_report(mem: dict) -> str:
             f"messages of ~120 tokens each; {docs} documents, {chunks} chunks) that its first pass backfills with "
             "the real model (empty embedding cache); RSS sampled every 0.1 s from start to catch-up. Then "
             f"{pm['memory_requests']} hybrid searches on the corpus ({pm['clients']} clients, session / project "
-            f"scope), then {pm['memory_idle_s']:.0f} s idle: *steady* = VmRSS at the end (the idle trim runs every "
+            f"scope; RSS sampled every {QUERY_RSS_EVERY_S:.0f} s through them), then {pm['memory_idle_s']:.0f} s idle: *steady* = VmRSS at the end (the idle trim runs every "
             f"60 s). Variants by config keys, taking turns (A B C C B A), medians of {pm['memory_runs']} daemons "
             "each; the machine is a shared, noisy 2-core VM (other engineers' test suites ran meanwhile: compare "
             "within a column of this run, not with other runs)."), ""]

@@ -287,7 +287,7 @@ class FastEmbedder:
         """The tokenizer that counts tokens: the model's own (fastembed's, which truncates at the
         window and pads batches: :func:`_real_tokens` counts through both), so the process holds
         one copy of the vocabulary (~7 MB a tokenizer); a second one from ``folder`` only when the
-        model's overlaps its pieces (a truncation stride) or is not a ``tokenizers.Tokenizer``."""
+        model's tokenizer overlaps its pieces (a truncation stride) or is not a ``tokenizers.Tokenizer``."""
         from tokenizers import Tokenizer
 
         own = getattr(inner, "tokenizer", None)
