@@ -5,6 +5,7 @@ embedder for the routing logic, the real model where the results must equal exac
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from datetime import timedelta
@@ -194,6 +195,52 @@ def test_a_rebuild_goes_live_with_its_index(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- queries
 
 
+def test_a_one_session_filter_is_read_whole_and_ranked_exactly(indexed, monkeypatch) -> None:
+    """A session's 50 rows, 200 asked for: read whole (no nearest-neighbour query), ranked by the
+    exact cosine distance — the rows and distances of exact search, with and without the rank
+    columns in memory, and inside a time window too. Asked for fewer rows than the session holds,
+    the read overflows once, is remembered, and the filter is searched as any other."""
+    import lancedb.query as lq
+
+    sink, _, table = indexed
+    knn = []
+    original = lq.AsyncQuery.nearest_to
+    monkeypatch.setattr(lq.AsyncQuery, "nearest_to", lambda self, *a, **k: knn.append(1) or original(self, *a, **k))
+    emb = FakeEmbedder()
+    session = scope_where(Scope.SESSION, "s3")
+    assert session.few and scope_where(Scope.PROJECT, "s3").few  # a session in no project: itself only
+    assert not scope_where().few and not scope_where(private={"s3"}).few
+    window = Retriever.within(session, [(1_700_000_000_000, 1_700_000_000_300)])
+    assert window.few
+    for cache in (0, 1 << 20):
+        retriever = Retriever(sink.db_dir, rank_cache_bytes=cache)
+        table = retriever.active_table("atlas")
+        if cache:
+            assert retriever.warm("atlas")
+        cols = retriever.rank_columns(table)
+        for text in ("rockets and budgets", "yoga gardens", "note 17 about kafka"):
+            q = emb.embed_query(text)
+            for where, n in ((session, 50), (window, 25)):
+                want = {r["id"]: r["_distance"] for r in exact(table, q, where, 200)}
+                knn.clear()
+                got = retriever.nearest(table, q, where, 200, cols)
+                assert knn == []  # no nearest-neighbour query
+                assert len(got) == len(want) == n and {r["session"] for r in got} == {"s3"}
+                assert {r["id"] for r in got} == set(want)
+                assert all(abs(r["_distance"] - want[r["id"]]) < 1e-6 for r in got)
+                assert [r["_distance"] for r in got] == sorted(r["_distance"] for r in got)
+        assert retriever.whole_reads == 6 and retriever.whole_overflows == 0
+        # 40 asked of 50 rows: the read overflows, then the nearest-neighbour query answers
+        q = emb.embed_query("rockets and budgets")
+        want40 = [r["id"] for r in exact(table, q, session, 40)]
+        for _ in range(2):
+            knn.clear()
+            got = retriever.nearest(table, q, session, 40, cols)
+            assert len(knn) == 1 and [r["id"] for r in got] == want40
+        assert retriever.whole_overflows == 1  # remembered: the second query did not read it whole
+        retriever.close()
+
+
 def test_where_is_typed_and_whole_only_for_the_unrestricted_persona_scope() -> None:
     assert scope_where().whole
     assert not scope_where(private={"s3"}).whole
@@ -222,7 +269,7 @@ def indexed(tmp_path: Path, monkeypatch):
 def test_selective_filters_are_searched_exactly_unless_every_partition_is_probed(indexed, monkeypatch) -> None:
     _, retriever, table = indexed
     q = FakeEmbedder().embed_query("rockets and budgets")
-    session = scope_where(Scope.SESSION, "s3")
+    session = dataclasses.replace(scope_where(Scope.SESSION, "s3"), few=False)  # not read whole: routed
     want = [r["id"] for r in exact(table, q, session, 200)]
     # 12 partitions, all probed: the quantised scan sees every row of the session, then re-scores them,
     # and the answer is complete without counting the rows that pass
@@ -258,7 +305,7 @@ def test_the_index_never_returns_rows_outside_the_filter_nor_fewer_than_exist(in
         assert retriever.vector_route(table, private) == 1
         got = retriever.nearest(table, q, private, 40, cols)
         assert len(got) == 40 and not {r["session"] for r in got} & {"s3", "s7"}
-        session = scope_where(Scope.SESSION, "s5")
+        session = dataclasses.replace(scope_where(Scope.SESSION, "s5"), few=False)  # through the index
         got = retriever.nearest(table, q, session, 200, cols)
         assert len(got) == 50 and {r["session"] for r in got} == {"s5"}
         assert {r["id"] for r in got} == {r["id"] for r in exact(table, q, session, 200)}

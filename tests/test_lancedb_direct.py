@@ -79,8 +79,10 @@ def test_direct_queries_answer_as_the_synchronous_api(indexed, runs, queued) -> 
     retriever.columns(table)  # read once per table generation (its schema), not per search
     queued.clear()
     got = _answers(retriever, table)
-    # vector, full text and the take of the shown rows, three scopes: all awaited on this thread
-    assert len(runs) == 9 and set(runs) == {threading.get_ident()} and queued == []
+    # vector, full text and the take of the shown rows, three scopes, and the session's rows read
+    # whole first (50 > 40: then searched as any filter): all awaited on this thread
+    assert len(runs) == 10 and set(runs) == {threading.get_ident()} and queued == []
+    assert retriever.whole_overflows == 1 and retriever.whole_reads == 0
     assert got["persona"][0] and got["persona"][1] and got["session"][0] and got["persona"][3]
     q = FakeEmbedder().embed_query("rockets and budgets")
     for label, where in SCOPES:  # lancedb's synchronous API, the same queries

@@ -6,7 +6,11 @@ query sees the latest commit and a rebuild's swap at once. Every SQL string
 search needs is made here, from typed values (a scope filter, time ranges):
 a :class:`Where` carries the SQL and whether it admits the whole table.
 
-Vector queries are routed per filter (:meth:`Retriever.nearest`): a table
+Vector queries are routed per filter (:meth:`Retriever.nearest`): a filter naming one
+session (:attr:`Where.few`) is first read whole — its rows' vectors, up to one more row than
+the query asks for — and ranked here, exactly, without a nearest-neighbour query (measured
+in bench/RESULTS.md "API under load", fourth session); a filter that turns out to hold more
+rows is remembered for ``COUNT_TTL_S`` and routed as any other. A table
 without a vector index is searched exactly (``bypass_vector_index``); so is a
 filter matching at most ``FLAT_MAX_ROWS`` rows (a session, a project, a date
 window) when the index has more partitions than a query probes. Any other
@@ -82,6 +86,9 @@ class Where:
 
     sql: str
     whole: bool = False
+    #: The filter admits one session's turns (and the persona's memory files): usually fewer rows
+    #: than a query's candidates, so :meth:`Retriever.nearest` reads them whole first.
+    few: bool = False
 
     def __str__(self) -> str:
         return self.sql
@@ -136,6 +143,12 @@ class Retriever:
         self._tables: dict[str, Any] = {}
         self._has_seq: dict[str, bool] = {}
         self._counts: OrderedDict[tuple[str, str], tuple[int, float]] = OrderedDict()
+        #: ``few`` filters that held more rows than a query asked for, and when (not read whole again
+        #: for ``COUNT_TTL_S``)
+        self._crowded: OrderedDict[tuple[str, str], float] = OrderedDict()
+        #: vector queries answered by reading a ``few`` filter whole, and those it held too many rows for
+        self.whole_reads = 0
+        self.whole_overflows = 0
         self._lock = threading.Lock()
         #: False: every vector query is an exact scan (the benchmark's "without the index").
         self.use_vector_index = True
@@ -212,14 +225,15 @@ class Retriever:
     def where(scope: ScopeFilter) -> Where:
         """The prefilter of a scope (the scope's rules, this store's quoting)."""
         whole = scope.include_sessions and scope.include_memory and scope.allowed is None and not scope.excluded
-        return Where(scope.where(sql_str, sql_in), whole=whole)
+        few = scope.allowed is not None and len(scope.allowed - scope.excluded) <= 1
+        return Where(scope.where(sql_str, sql_in), whole=whole, few=few)
 
     @staticmethod
     def within(where: Where | str, ranges: Iterable[tuple[int, int]]) -> Where:
         """``where`` narrowed to timestamps in any of the half-open ``[lo, hi)`` ms ranges."""
         where = _as_where(where)
         spans = " OR ".join(f"(timestamp_ms >= {int(lo)} AND timestamp_ms < {int(hi)})" for lo, hi in ranges)
-        return Where(f"({where.sql}) AND ({spans})") if spans else where
+        return Where(f"({where.sql}) AND ({spans})", few=where.few) if spans else where
 
     def columns(self, table) -> list[str]:
         """The result columns; ``turn_seq`` only when the table has it (a schema-1 table
@@ -275,8 +289,12 @@ class Retriever:
 
     def nearest(self, table, vector: np.ndarray, where: Where | str, limit: int, columns: list[str]) -> list[dict]:
         """The ``limit`` chunks closest to ``vector`` (cosine) among rows matching ``where``,
-        as row dicts with ``_distance`` (the exact cosine distance, by either route)."""
+        as row dicts with ``_distance`` (the exact cosine distance, by every route)."""
         where = _as_where(where)
+        if where.few:
+            rows = self._read_whole(table, vector, where, limit, columns)
+            if rows is not None:
+                return rows
         nprobes = self.vector_route(table, where)
         fast = direct.handle(table)
 
@@ -297,6 +315,46 @@ class Retriever:
             nprobes = None
             rows = self._rows(table, knn, columns, ["_distance"])[0]
         return rows
+
+    def _read_whole(self, table, vector: np.ndarray, where: Where, limit: int, columns: list[str]) -> list[dict] | None:
+        """Every row of ``where`` ranked by exact cosine distance to ``vector``, when there are at
+        most ``limit`` of them: one read of their vectors (a nearest-neighbour query over the same
+        rows costs more: planning, and at 4 searches in flight ~1–2 ms of CPU more a query). None
+        when the filter holds more rows (remembered: the next queries route as any filter)."""
+        key = (table.name, where.sql)
+        now = time.monotonic()
+        with self._lock:
+            seen = self._crowded.get(key)
+            if seen is not None and now - seen < COUNT_TTL_S:
+                return None
+        fast = direct.handle(table)
+
+        def scan(select: list[str], with_row_id: bool):
+            return direct.Direct(_shaped(fast.query().where(where.sql), select, with_row_id, limit + 1))
+
+        rows, tbl = self._rows(table, scan, columns, ["vector"])
+        if len(rows) > limit:
+            with self._lock:
+                self.whole_overflows += 1
+                self._crowded[key] = now
+                self._crowded.move_to_end(key)
+                while len(self._crowded) > COUNT_CACHE_SIZE:
+                    self._crowded.popitem(last=False)
+            return None
+        with self._lock:
+            self.whole_reads += 1
+        if not rows:
+            return []
+        query = np.asarray(vector, dtype=np.float32)
+        # LanceDB's cosine distance: 1 - cos, both vectors' norms divided out
+        distances = 1.0 - _unit_rows(tbl) @ (query / (np.linalg.norm(query) or 1.0))
+        order = np.argsort(distances, kind="stable")
+        out = []
+        for i in order.tolist():
+            row = rows[i]
+            row["_distance"] = float(distances[i])
+            out.append(row)
+        return out
 
     def _rows(self, table, query, columns: list[str], extra: list[str]) -> tuple[list[dict], pa.Table]:
         """Run ``query(select, with_row_id)`` for ``columns`` and the ``extra`` columns it computes
@@ -384,14 +442,7 @@ class Retriever:
             rows, tbl = self._rows(table, fts, columns, [*(["vector"] if with_vectors else []), "_score"])
         except Exception as exc:  # a missing or damaged FTS index: never answer as if nothing matched
             raise FtsUnavailable(f"{type(exc).__name__}: {exc}") from exc
-        vectors = None
-        if "vector" in tbl.column_names:
-            col = tbl.column("vector").combine_chunks()
-            dim = col.type.list_size
-            vectors = col.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32, copy=False)
-            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-            vectors = vectors / np.where(norms == 0, 1.0, norms)
-        return rows, vectors
+        return rows, (_unit_rows(tbl) if "vector" in tbl.column_names else None)
 
     def read(self, persona: str, path: str) -> str | None:
         """The full text of one document, or None."""
@@ -402,6 +453,16 @@ class Retriever:
         """Every document path of the persona's live table."""
         table = self.active_table(persona)
         return _paths_of(table) if table is not None else set()
+
+
+def _unit_rows(tbl: pa.Table) -> np.ndarray:
+    """The ``vector`` column of a query result as one float32 matrix of unit rows (converted
+    column-wise: a Python list per vector would cost more than the query); a zero vector stays 0."""
+    col = tbl.column("vector").combine_chunks()
+    vectors = col.flatten().to_numpy(zero_copy_only=False).reshape(-1, col.type.list_size)
+    vectors = vectors.astype(np.float32, copy=False)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms == 0, 1.0, norms)
 
 
 def _read_all(table, columns: list[str]) -> pa.Table:
