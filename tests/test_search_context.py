@@ -14,6 +14,7 @@ import pytest
 from fake_embedder import FakeEmbedder
 
 from exporters.lancedb import ACTIVE_FILE, SCHEMA_VERSION, open_retriever
+from exporters.lancedb.rebuild import LanceRebuild
 from indexer.sync.context import Indexer, build_sinks
 from indexer.search.searcher import SearchRequest, Searcher
 from indexer.sync.engine import sync_once
@@ -57,7 +58,7 @@ def test_turns_know_their_position_in_the_session_and_forks_keep_it(writer, conf
     assert seq[("side", a[0])] == 0 and seq[("side", a[1])] == 1 and seq[("side", b)] == 2
 
 
-def test_a_table_of_the_previous_schema_is_rebuilt_and_searchable_meanwhile(writer, config_factory):
+def test_a_table_of_the_previous_schema_is_rebuilt_and_searchable_meanwhile(writer, config_factory, monkeypatch):
     for i in range(3):
         writer.turn("main", user=f"the harbour crane number {i}", ts=T0 + i * 1000)
     config = config_factory(sinks=("lancedb",))
@@ -68,8 +69,23 @@ def test_a_table_of_the_previous_schema_is_rebuilt_and_searchable_meanwhile(writ
     data["personas"]["atlas"].pop("schema")  # what a schema-1 install wrote
     active.write_text(json.dumps(data))
     assert ask(config, embedder, "harbour crane", mode="keyword")  # still served
+    # A search while the rebuild is open: every row staged in the new table, the switch not made.
+    during: list[tuple[list[str], set[str]]] = []
+    real_commit = LanceRebuild.commit
+
+    def search_then_commit(self):
+        live = json.loads(active.read_text())["personas"]["atlas"]["table"]
+        assert live != self.table_name and self.written  # the new table is written and not live yet
+        during.append(([r.path for r in ask(config, embedder, "harbour crane", mode="keyword")], set(self.written)))
+        real_commit(self)
+
+    monkeypatch.setattr(LanceRebuild, "commit", search_then_commit)
     summary = index(config, embedder)
+    monkeypatch.undo()
     assert summary.personas["atlas"].mode == "rebuild"
+    [(served, staged)] = during
+    assert sorted(served) == sorted(staged) and len(staged) == 3  # the old table answered in full meanwhile
+    assert sorted(r.path for r in ask(config, embedder, "harbour crane", mode="keyword")) == sorted(staged)
     assert json.loads(active.read_text())["personas"]["atlas"]["schema"] == SCHEMA_VERSION
     assert {r["turn_seq"] for r in rows(config)} == {0, 1, 2}
 
