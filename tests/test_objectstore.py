@@ -36,6 +36,7 @@ from indexer.sync.engine import sync_once
 from indexer.sync.visibility import apply_visibility
 from tests.cli_runner import run_cli
 from tests.s3_server import start_s3
+from tests.test_sync import expected_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -525,6 +526,8 @@ def test_kill_9_of_the_writer_mid_sync_loses_and_duplicates_nothing(tmp_path, s3
     assert reader.reads is None  # object storage: no local read path (io_uring or threads)
     table = reader.active_table("atlas")
     assert table is not None and table.count_rows() > 0
+    committed = {r["path"] for r in table.search().select(["path"]).limit(None).to_list()}
+    assert 0 < len(committed) < 144, "the kill did not land mid-sync (documents were still to be written)"
     # no pass ended, so no scope state was published: a reader refuses rather than search unscoped
     from indexer.embedding.factory import make_embedder
 
@@ -536,8 +539,9 @@ def test_kill_9_of_the_writer_mid_sync_loses_and_duplicates_nothing(tmp_path, s3
     done = run_cli("--config", str(wcfg), "sync", "--json")
     assert done.returncode == 0, done.stderr
     state = StateDB(tmp_path / "w" / "ix" / "state.sqlite")
-    expected = state.paths("atlas")
+    assert state.paths("atlas") == expected_paths(ledger_path, "atlas")
     state.close()
+    expected = expected_paths(ledger_path, "atlas")  # the ledger's own document set, by plain SQL
     assert len(expected) == 144
     rows = Retriever(loc).active_table("atlas").search().select(["id", "path"]).limit(None).to_list()
     ids = [r["id"] for r in rows]
