@@ -5,9 +5,13 @@ cannot produce on demand (a crash, an off-contract answer, not ready)."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 from fastapi.testclient import TestClient
 
+from exporters.lancedb.rebuild import LanceRebuild
 from indexer.service.api import create_app
 from tests.real_backend import real_daemon
 
@@ -120,3 +124,78 @@ def test_docs_render_from_packaged_assets_without_a_cdn(client):
     for url in urls:
         if url.startswith("/docs/assets/"):
             assert client.get(url).status_code == 200, url
+
+
+def test_memory_get_of_a_private_session_is_404_to_others_and_served_to_itself(client):
+    label = "dm:+1 555/123"
+    own = {"query": "Kafka retention", "persona": "atlas", "session": label, "max_results": 20}
+    hit = next(h for h in client.post("/v1/memory_search", json=own).json()["results"] if h["session"] == label)
+    params = {"persona": "atlas", "path": hit["path"]}
+    assert client.get("/v1/memory_get", params={**params, "session": "main"}).status_code == 200  # shared: served
+    r = client.put("/v1/admin/sessions/visibility", json={"label": label, "visibility": "private"}, headers=AUTH)
+    assert r.status_code == 200, r.text
+    try:
+        for caller in ({"session": "main"}, {}):  # another session, and no session at all
+            hidden = client.get("/v1/memory_get", params={**params, **caller})
+            assert hidden.status_code == 404 and "no document" in hidden.json()["error"], hidden.text
+        mine = client.get("/v1/memory_get", params={**params, "session": label})
+        assert mine.status_code == 200 and mine.json()["path"] == hit["path"]
+    finally:
+        client.put("/v1/admin/sessions/visibility", json={"label": label, "visibility": "shared"}, headers=AUTH)
+
+
+def test_project_changes_report_unknown_labels_and_removals(client):
+    url = "/v1/admin/projects/typo-check/sessions"
+    added = client.post(url, json={"labels": ["main", "no such session"]}, headers=AUTH)
+    assert added.status_code == 200, added.text
+    assert added.json() == {"project": "typo-check", "sessions": ["main", "no such session"],
+                            "unknown": ["no such session"]}
+    assert client.get("/v1/admin/projects", headers=AUTH).json()["projects"]["typo-check"] == ["main",
+                                                                                             "no such session"]
+    removed = client.post(url + "/remove", json={"labels": ["no such session", "main", "never a member"]},
+                          headers=AUTH)
+    assert removed.status_code == 200, removed.text
+    assert removed.json() == {"project": "typo-check", "sessions": [], "removed": 2}
+    assert "typo-check" not in client.get("/v1/admin/projects", headers=AUTH).json()["projects"]
+
+
+def _wait_for_job(client, job_id: str) -> dict:
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        job = client.get("/v1/admin/reindex", headers=AUTH).json()
+        if job["job_id"] == job_id and job["state"] in ("done", "failed"):
+            return job
+        time.sleep(0.05)
+    raise AssertionError(f"reindex job {job_id} did not finish")
+
+
+def test_a_reindex_asked_for_again_while_it_runs_is_the_same_job(client, monkeypatch):
+    """The real worker, held inside the rebuild's commit (every document staged): the job is running."""
+    inside, release = threading.Event(), threading.Event()
+    real_commit = LanceRebuild.commit
+
+    def held_commit(self):
+        inside.set()
+        release.wait(120)
+        real_commit(self)
+
+    monkeypatch.setattr(LanceRebuild, "commit", held_commit)
+    try:
+        first = client.post("/v1/admin/reindex", json={"personas": ["atlas"]}, headers=AUTH)
+        assert first.status_code == 202, first.text
+        job = first.json()
+        assert inside.wait(120), "the reindex never reached its commit"
+        again = client.post("/v1/admin/reindex", json={}, headers=AUTH)  # every persona this time
+        assert again.status_code == 202 and again.json()["job_id"] == job["job_id"]
+        assert again.json()["personas"] == ["atlas"] and again.json()["state"] == "running"
+        assert client.get("/v1/admin/reindex", headers=AUTH).json()["state"] == "running"
+    finally:
+        release.set()
+    done = _wait_for_job(client, job["job_id"])
+    assert done["state"] == "done" and done["error"] is None
+    assert done["progress"]["atlas"]["done"] == done["progress"]["atlas"]["total"] > 0
+    monkeypatch.undo()
+    # a finished job lets a new one start
+    later = client.post("/v1/admin/reindex", json={"personas": ["atlas"]}, headers=AUTH)
+    assert later.status_code == 202 and later.json()["job_id"] != job["job_id"]
+    assert _wait_for_job(client, later.json()["job_id"])["state"] == "done"

@@ -180,6 +180,8 @@ def _project_through_daemon(config: Config, args) -> int:
         raise CliError(f"the daemon refused the change ({response.status_code}): {response.text}")
     data = response.json()
     if args.action == "add":
+        for lbl in data.get("unknown", []):
+            print(f"note: session {lbl!r} is not indexed yet; it joins {args.name!r} when it is", file=sys.stderr)
         print(f"{args.name}: added {len(args.labels)} session(s) (applied by the running daemon)")
     else:
         print(f"{args.name}: removed {data.get('removed', 0)} session(s) (applied by the running daemon)")

@@ -343,9 +343,11 @@ Press Ctrl-C to stop.
         return job.as_dict() if job else None
 
     def project_add(self, name, labels):
+        state = self.indexer.state
+        unknown = [lbl for lbl in labels if state.session(lbl) is None]  # told, not refused: it may come later
         with self.indexer.scope_change():  # object storage: published before it commits
-            self.indexer.state.project_add(name, labels)
-        return {"project": name, "sessions": self.indexer.state.projects().get(name, [])}
+            state.project_add(name, labels)
+        return {"project": name, "sessions": state.projects().get(name, []), "unknown": unknown}
 
     def project_remove(self, name, labels):
         with self.indexer.scope_change():

@@ -35,8 +35,9 @@ from indexer.service.api.models import (
     Label,
     LabelsRequest,
     Persona,
-    ProjectChange,
+    ProjectAdded,
     ProjectList,
+    ProjectRemoved,
     ProjectName,
     ReindexJob,
     ReindexRequest,
@@ -91,13 +92,13 @@ class ApiBackend(Protocol):
         ...
 
     def project_add(self, name: str, labels: list[str]) -> dict:
-        """``{"project": name, "sessions": [members after the change], "unknown": [labels not indexed
-        yet]}`` (``unknown`` optional; extra keys are passed through)."""
+        """``{"project": name, "sessions": [members after the change], "unknown": [labels no indexed
+        session has yet]}`` (extra keys are passed through)."""
         ...
 
     def project_remove(self, name: str, labels: list[str]) -> dict:
-        """``{"project": name, "sessions": [members after the change], "removed": n}`` (``removed``
-        optional; extra keys are passed through)."""
+        """``{"project": name, "sessions": [members after the change], "removed": n}`` (extra keys
+        are passed through)."""
         ...
 
     def projects(self) -> dict[str, list[str]]:
@@ -289,19 +290,19 @@ def create_app(backend: ApiBackend, *, admin_token: str | None, max_request_byte
         found = _call("/v1/admin/projects", backend.projects)
         return _json(_conform("/v1/admin/projects", ProjectList, {"projects": found}))
 
-    @app.post("/v1/admin/projects/{name}/sessions", response_model=ProjectChange, dependencies=admin,
+    @app.post("/v1/admin/projects/{name}/sessions", response_model=ProjectAdded, dependencies=admin,
               tags=["admin"], responses={**admin_errors, **_errors(*_BODY_ERRORS, 503)},
               summary="Add sessions to a project (their documents become visible to it at once)")
     def project_add(name: ProjectName, body: LabelsRequest) -> JSONResponse:
         route = "/v1/admin/projects/{name}/sessions"
-        return _json(_conform(route, ProjectChange, _call(route, backend.project_add, name, list(body.labels))))
+        return _json(_conform(route, ProjectAdded, _call(route, backend.project_add, name, list(body.labels))))
 
-    @app.post("/v1/admin/projects/{name}/sessions/remove", response_model=ProjectChange, dependencies=admin,
+    @app.post("/v1/admin/projects/{name}/sessions/remove", response_model=ProjectRemoved, dependencies=admin,
               tags=["admin"], responses={**admin_errors, **_errors(*_BODY_ERRORS, 503)},
               summary="Remove sessions from a project (hidden from it at once)")
     def project_remove(name: ProjectName, body: LabelsRequest) -> JSONResponse:
         route = "/v1/admin/projects/{name}/sessions/remove"
-        return _json(_conform(route, ProjectChange, _call(route, backend.project_remove, name, list(body.labels))))
+        return _json(_conform(route, ProjectRemoved, _call(route, backend.project_remove, name, list(body.labels))))
 
     @app.put("/v1/admin/sessions/visibility", response_model=VisibilityResponse, dependencies=admin,
              tags=["admin"],

@@ -187,6 +187,15 @@ class ProjectChange(BaseModel):
     sessions: list[str] = Field(description="The project's session labels after the change.")
 
 
+class ProjectAdded(ProjectChange):
+    unknown: list[str] = Field(description="Labels of the request that no indexed session has yet (a typo, or a "
+                                           "session still to come): they join the project when one is indexed.")
+
+
+class ProjectRemoved(ProjectChange):
+    removed: int = Field(ge=0, description="How many of the labels were members and are no longer.")
+
+
 class ProjectList(BaseModel):
     projects: dict[str, list[str]]
 
