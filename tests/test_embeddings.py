@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -160,26 +161,38 @@ def test_cache_writer_and_query_threads(tmp_path: Path) -> None:
     inner = FakeEmbedder()
     c = CachedEmbedder(inner, tmp_path / "c.sqlite")
     errors: list[BaseException] = []
+    start = threading.Barrier(4)
+    writing = threading.Event()
+    overlapped = [0, 0, 0]  # reader calls made while the writer was between its first and last batch
 
     def writer() -> None:
         try:
+            start.wait()
+            writing.set()
             for i in range(40):
                 c.embed([f"doc {i} {j}" for j in range(20)])
+                time.sleep(0.001)  # let the readers in between batches
         except BaseException as e:  # pragma: no cover
             errors.append(e)
+        finally:
+            writing.clear()
 
-    def reader() -> None:
+    def reader(k: int) -> None:
         try:
+            start.wait()
             for i in range(200):
                 assert c.embed_query(f"query {i}").shape == (inner.dim,)
-                c.embed([f"doc {i % 40} 0"])
+                [got] = c.embed([f"doc {i % 40} 0"])
+                assert np.array_equal(got, inner.embed([f"doc {i % 40} 0"])[0])  # never a torn or wrong row
+                overlapped[k] += writing.is_set()
         except BaseException as e:  # pragma: no cover
             errors.append(e)
 
-    threads = [threading.Thread(target=writer)] + [threading.Thread(target=reader) for _ in range(3)]
+    threads = [threading.Thread(target=writer)] + [threading.Thread(target=reader, args=(k,)) for k in range(3)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert not errors
+    assert all(n > 0 for n in overlapped), overlapped  # every reader really ran beside the writer
     assert c.entries() == 800
