@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 
 import httpx
 import pytest
@@ -234,10 +235,29 @@ def test_stdio_forwarding_keeps_a_narrowed_scope(daemon):
 
 
 def test_tokens_never_reach_the_daemon_log(daemon):
-    daemon.log.flush()
-    log = open(daemon.log.name, encoding="utf-8", errors="replace").read()
+    def log_text() -> str:
+        return open(daemon.log.name, encoding="utf-8", errors="replace").read()
+
+    def calls_logged() -> int:
+        return len(re.findall(r'"event": ?"mcp\.(?:call|refused)"', log_text()))
+
+    async def script(s):
+        return await s.call_tool("memory_search", {"query": "JWT expiry", "max_results": 1})
+
+    before = calls_logged()
+    for token in TOKENS.values():  # every token used here, whatever ran before this test
+        run_http(daemon.url, token, script)
+    near_miss = TOKENS["atlas"][:-1] + "0"
+    refused = httpx.post(daemon.url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, timeout=10,
+                         headers={"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {near_miss}"})
+    assert refused.status_code == 401
+    deadline = time.monotonic() + 30
+    while calls_logged() < before + len(TOKENS) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert calls_logged() >= before + len(TOKENS)  # the calls made above are in the log being checked
+    log = log_text()
     assert "mcp.http_enabled" in log
-    for token in TOKENS.values():
+    for token in [*TOKENS.values(), near_miss]:
         assert token not in log
 
 
