@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
+import peewee
 import pytest
 
 from ledger import LedgerReader, LedgerUnavailable
@@ -13,11 +14,17 @@ from ledger.writer import ToolUse
 def test_writes_through_the_reader_fail(writer, ledger_path):
     writer.turn("main", user="hi", assistant="hello")
     reader = LedgerReader.open(ledger_path)
+    insert = "INSERT INTO session_history(session_label, thread_id, changed_at) VALUES('x','y',1)"
     try:
-        with pytest.raises(Exception, match="readonly|read-only|query_only|attempt to write"):
-            reader.db.execute_sql("INSERT INTO session_history(session_label, thread_id, changed_at) VALUES('x','y',1)")
-        with pytest.raises(Exception):
-            reader.db.execute_sql("CREATE TABLE sneaky(x)")
+        # two layers, each checked alone: the query_only pragma ...
+        with pytest.raises(peewee.OperationalError, match="attempt to write a readonly database"):
+            reader.db.execute_sql(insert)
+        # ... and, with the pragma taken away, the read-only open itself (mode=ro)
+        reader.db.execute_sql("PRAGMA query_only = 0")
+        assert reader.db.execute_sql("PRAGMA query_only").fetchone() == (0,)
+        for sql in (insert, "CREATE TABLE sneaky(x)"):
+            with pytest.raises(peewee.OperationalError, match="attempt to write a readonly database"):
+                reader.db.execute_sql(sql)
     finally:
         reader.close()
     con = sqlite3.connect(ledger_path)
