@@ -109,7 +109,7 @@ def test_deleted_sessions_are_never_exported(tmp_path: Path):
     assert _files(config, "/gone/") == set() and _files(config, "/open/")
 
 
-def test_visibility_waits_for_a_running_sync_with_a_clear_message(tmp_path: Path):
+def test_visibility_is_refused_with_a_clear_message_while_a_sync_runs_and_applies_after(tmp_path: Path):
     import pytest
 
     from indexer.cli.common import CliError
