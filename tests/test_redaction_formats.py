@@ -85,11 +85,14 @@ def test_every_format_is_masked_bare_in_prose():
     assert not missed, missed
 
 
-def test_near_miss_share_is_reported():
+def test_near_misses_are_left_alone_at_least_99_percent():
+    """Look-alikes that are not secrets (placeholders, wrong length or alphabet): masking one costs a
+    reader a word, not a leak, so a few are tolerated — 3 of 756 when this bound was set."""
     changed = [r for r in NEAR if redact(r["text"]).changed]
     print(f"\nnear misses changed: {len(changed)}/{len(NEAR)} = {len(changed) / len(NEAR):.2%}: "
           + ", ".join(sorted(f"{r['format']}/{r['context']}" for r in changed)))
-    assert NEAR
+    assert len(NEAR) >= 500
+    assert len(changed) / len(NEAR) <= 0.01
 
 
 @pytest.mark.skipif(not (SHARED / "clean_chat.jsonl").is_file(), reason=f"shared corpus not found at {SHARED}")
