@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -260,15 +261,49 @@ def test_rebuild_commit_switches_atomically(sink: LanceSink) -> None:
     # Invisible until commit: search answers from the old table.
     assert sink.paths("atlas") == {"old1.md", "old2.md"}
     assert reader.paths("atlas") == {"old1.md", "old2.md"}
+    # A second reader reads all through the commit: every answer is the whole old set or the whole new one.
+    # With the shipped grace period: a read still in flight on the old table must find it (grace 0 would
+    # drop it under that read — what the grace period is for).
+    sink.retire_grace = timedelta(minutes=10)
+    racer = open_retriever(sink.db_dir)
+    reads: list[tuple[float, float, frozenset[str]]] = []
+    stop = threading.Event()
+
+    errors: list[BaseException] = []
+
+    def read_through_the_switch() -> None:
+        try:
+            while not stop.is_set():
+                t0 = time.monotonic()
+                got = frozenset(racer.paths("atlas"))
+                reads.append((t0, time.monotonic(), got))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=read_through_the_switch)
+    thread.start()
+    while not reads:
+        time.sleep(0.001)
+    began = time.monotonic()
     rb.commit()
+    ended = time.monotonic()
+    time.sleep(0.05)
+    stop.set()
+    thread.join()
+    racer.close()
+    assert not errors
+    assert {got for _, _, got in reads} == {frozenset({"old1.md", "old2.md"}), frozenset({"new1.md", "new2.md"})}
+    assert sum(1 for t0, t1, _ in reads if t0 < ended and t1 > began) > 0  # reads in flight during the commit
     assert sink.paths("atlas") == {"new1.md", "new2.md"}
     assert reader.paths("atlas") == {"new1.md", "new2.md"}
     meta = reader.meta("atlas")
     assert meta["generation"] == 2 and meta["table"] == table_name("atlas", 2)
     assert sink.table_stats("atlas").unindexed_rows == 0  # commit folded the rows into the indexes
-    # The old table is retired, then dropped (grace 0 here).
+    # The old table is retired (kept through the grace period), then dropped (grace 0 from here).
     active = json.loads((sink.db_dir / ACTIVE_FILE).read_text())
     assert old_name not in {e["table"] for e in active["personas"].values()}
+    assert (sink.db_dir / f"{old_name}.lance").exists()
+    sink.retire_grace = timedelta(0)
     sink.maintain()
     assert not (sink.db_dir / f"{old_name}.lance").exists()
     with pytest.raises(SinkError, match="already committed"):
