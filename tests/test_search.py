@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from exporters.lancedb.rebuild import LanceRebuild
 from indexer.search.retrieval import DocumentNotFound, get_document
 from indexer.search.searcher import SearchRequest, snippet_for
 from indexer.sync.engine import sync_once
@@ -134,16 +136,31 @@ def test_snippet_shows_matching_lines():
     assert "Postgres 16.4" in snippet and lo >= 5
 
 
-def test_forced_reindex_embeds_nothing_new_and_search_never_goes_empty(demo):
+def test_forced_reindex_embeds_nothing_new_and_search_never_goes_empty(demo, monkeypatch):
     config, ix, searcher, embedder = demo
     inner = embedder.inner
     calls_before = inner.calls
-    answers: list[int] = []
+    answers: list[tuple[float, float, int]] = []
     stop = threading.Event()
+    rebuilds: list[tuple[str, float]] = []  # (persona, when its rebuild table was created / committed)
+    real_init, real_commit = LanceRebuild.__init__, LanceRebuild.commit
+
+    def opened(self, sink, persona):
+        real_init(self, sink, persona)
+        rebuilds.append(("open " + persona, time.monotonic()))
+
+    def committed(self):
+        real_commit(self)
+        rebuilds.append(("commit " + self.persona, time.monotonic()))
+
+    monkeypatch.setattr(LanceRebuild, "__init__", opened)
+    monkeypatch.setattr(LanceRebuild, "commit", committed)
 
     def hammer():
         while not stop.is_set():
-            answers.append(len(ask(searcher, "JWT expiry").results))
+            t0 = time.monotonic()
+            n = len(ask(searcher, "JWT expiry").results)
+            answers.append((t0, time.monotonic(), n))
 
     t = threading.Thread(target=hammer)
     t.start()
@@ -152,10 +169,15 @@ def test_forced_reindex_embeds_nothing_new_and_search_never_goes_empty(demo):
     finally:
         stop.set()
         t.join()
+        monkeypatch.undo()
     assert summary.personas["atlas"].mode == "rebuild"
     assert inner.calls == calls_before  # every body came from the cache
     assert embedder.hits > 0
-    assert answers and min(answers) > 0
+    assert answers and min(n for _, _, n in answers) > 0
+    # ... and some of those searches ran while atlas's rebuild was open (built, not yet live)
+    when = dict(rebuilds)
+    began, ended = when["open atlas"], when["commit atlas"]
+    assert sum(1 for t0, t1, _ in answers if began <= t0 and t1 <= ended) > 0, (len(answers), ended - began)
 
 
 cli = run_cli
