@@ -550,3 +550,35 @@ def test_kill_9_of_the_writer_mid_sync_loses_and_duplicates_nothing(tmp_path, s3
     found = Searcher(rconf, embedder=embedder).search(SearchRequest(query="topic7 detail", persona="atlas",
                                                                      max_results=20))
     assert "s07" in {r.session for r in found.results}
+
+
+def test_project_changes_go_through_the_running_writer_daemon_and_name_unknown_labels(tmp_path, s3, writer,
+                                                                                          ledger_path):
+    """On object storage the one writer makes a project change: with a writer daemon running, the CLI
+    asks its admin API, and tells which labels no indexed session has, as it does without a daemon."""
+    from tests.s3_server import free_port
+
+    _session_turns(writer, "alpha", 2, "postgres")
+    token = tmp_path / "admin.token"
+    token.write_text("s3-admin-token\n")
+    port = free_port()
+    cfg = write_config(tmp_path / "w" / "config.toml", uri=s3.bucket(), options=s3.options(),
+                       index_dir=tmp_path / "w" / "ix", ledger=ledger_path,
+                       extra={"api": {"port": port, "admin_token_file": str(token)}})
+    proc = subprocess.Popen([sys.executable, "-m", "indexer.cli", "--config", str(cfg), "run"], cwd=ROOT,
+                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_ready(proc, f"http://127.0.0.1:{port}")
+        added = run_cli("--config", str(cfg), "project", "add", "p1", "alpha", "not-yet")
+        assert added.returncode == 0, added.stderr
+        assert added.stdout == "p1: added 2 session(s) (applied by the running daemon)\n"
+        assert added.stderr == "note: session 'not-yet' is not indexed yet; it joins 'p1' when it is\n"
+        listed = run_cli("--config", str(cfg), "project", "list", "--json", check=True)
+        assert json.loads(listed.stdout) == {"projects": {"p1": ["alpha", "not-yet"]}}
+        removed = run_cli("--config", str(cfg), "project", "remove", "p1", "not-yet", "never")
+        assert removed.returncode == 0, removed.stderr
+        assert removed.stdout == "p1: removed 1 session(s) (applied by the running daemon)\n"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    assert proc.returncode == 0
