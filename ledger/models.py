@@ -10,6 +10,16 @@ from __future__ import annotations
 from peewee import IntegerField, Model, TextField
 
 
+class LedgerText(TextField):
+    """A text column as the ledger connection reads text: a BLOB stored in it (SQLite keeps whatever
+    a writer stored) is decoded with invalid UTF-8 replaced, not raised on (peewee decodes strictly)."""
+
+    def adapt(self, value):
+        if isinstance(value, (bytes, bytearray)):
+            return bytes(value).decode("utf-8", "replace")
+        return super().adapt(value)
+
+
 class _LedgerModel(Model):
     class Meta:
         database = None
@@ -17,45 +27,45 @@ class _LedgerModel(Model):
 
 
 class Turn(_LedgerModel):
-    id = TextField(primary_key=True)
-    parent_turn_id = TextField(null=True)
-    turn_type = TextField()
-    status = TextField()
+    id = LedgerText(primary_key=True)
+    parent_turn_id = LedgerText(null=True)
+    turn_type = LedgerText()
+    status = LedgerText()
     started_at = IntegerField()
     completed_at = IntegerField(null=True)
-    model = TextField(null=True)
-    provider = TextField(null=True)
+    model = LedgerText(null=True)
+    provider = LedgerText(null=True)
 
     class Meta:
         table_name = "turns"
 
 
 class Thread(_LedgerModel):
-    turn_id = TextField(primary_key=True)
-    ancestry = TextField(null=True)
-    persona_id = TextField(null=True)
+    turn_id = LedgerText(primary_key=True)
+    ancestry = LedgerText(null=True)
+    persona_id = LedgerText(null=True)
 
     class Meta:
         table_name = "threads"
 
 
 class Session(_LedgerModel):
-    label = TextField(primary_key=True)
-    thread_id = TextField()
-    persona_id = TextField()
+    label = LedgerText(primary_key=True)
+    thread_id = LedgerText()
+    persona_id = LedgerText()
     created_at = IntegerField()
     updated_at = IntegerField()
-    status = TextField()
+    status = LedgerText()
 
     class Meta:
         table_name = "sessions"
 
 
 class Message(_LedgerModel):
-    id = TextField(primary_key=True)
-    turn_id = TextField()
-    role = TextField()
-    content = TextField(null=True)
+    id = LedgerText(primary_key=True)
+    turn_id = LedgerText()
+    role = LedgerText()
+    content = LedgerText(null=True)
     sequence = IntegerField()
     created_at = IntegerField()
 
@@ -64,10 +74,10 @@ class Message(_LedgerModel):
 
 
 class Compaction(_LedgerModel):
-    turn_id = TextField(primary_key=True)
-    summary = TextField(null=True)
-    model = TextField(null=True)
-    provider = TextField(null=True)
+    turn_id = LedgerText(primary_key=True)
+    summary = LedgerText(null=True)
+    model = LedgerText(null=True)
+    provider = LedgerText(null=True)
 
     class Meta:
         table_name = "compactions"
@@ -75,8 +85,8 @@ class Compaction(_LedgerModel):
 
 class SessionHistory(_LedgerModel):
     id = IntegerField(primary_key=True)
-    session_label = TextField()
-    thread_id = TextField()
+    session_label = LedgerText()
+    thread_id = LedgerText()
     changed_at = IntegerField()
 
     class Meta:

@@ -32,6 +32,34 @@ IN_LIMIT = 500
 DEFAULT_MAX_MESSAGE_BYTES = 1_000_000
 
 
+def _integer(value) -> int | None:
+    """An integer column's value, or None when it holds something else (text, a blob, a fraction):
+    SQLite keeps whatever a writer stored, whatever the declared type."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _lenient_int(value) -> int:
+    """For fields no document is made of (when a session or history row changed): 0 when unreadable."""
+    return _integer(value) or 0
+
+
+def _text_of(value):
+    """A text column's value; a BLOB stored in it is decoded as the connection decodes text
+    (invalid UTF-8 replaced), so a label or id is always a ``str``."""
+    return value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else value
+
+
+def _wrong(column: str, value) -> str:
+    shown = repr(value if not isinstance(value, (bytes, bytearray)) else bytes(value[:32]))
+    return f"{column} is not an integer ({shown[:80]})"
+
+
 def _chunks(ids: Sequence[str], size: int = IN_LIMIT) -> Iterator[list[str]]:
     for start in range(0, len(ids), size):
         yield list(ids[start : start + size])
@@ -93,7 +121,7 @@ class LedgerReader:
                 self.m.Session.persona_id == persona
             )
         query = query.where((h.id > cursor) & (h.id <= upto)).order_by(h.id).limit(limit)
-        return [HistoryRow(int(i), lbl, tid, int(ts or 0)) for i, lbl, tid, ts in query.tuples()]
+        return [HistoryRow(int(i), _text_of(lbl), _text_of(tid), _lenient_int(ts)) for i, lbl, tid, ts in query.tuples()]
 
     # -- sessions, threads, turns -------------------------------------------
 
@@ -135,12 +163,12 @@ class LedgerReader:
             for label, thread_id, persona_id, status, created, updated in q.tuples():
                 out.append(
                     SessionRow(
-                        label=label,
-                        thread_id=thread_id,
-                        persona=persona_id,
-                        status=status or "active",
-                        created_at=int(created or 0),
-                        updated_at=int(updated or 0),
+                        label=_text_of(label),
+                        thread_id=_text_of(thread_id),
+                        persona=_text_of(persona_id),
+                        status=_text_of(status) or "active",
+                        created_at=_lenient_int(created),
+                        updated_at=_lenient_int(updated),
                     )
                 )
         return out
@@ -182,16 +210,22 @@ class LedgerReader:
                 t.completed_at, t.model, t.provider,
             ).where(t.id.in_(part))
             for row in q.tuples():
-                tid, parent, ttype, status, started, completed, model, provider = row
+                tid, parent, ttype, status, started, completed, model, provider = (_text_of(v) for v in row)
+                problem = None
+                if started is not None and _integer(started) is None:
+                    problem = _wrong("turns.started_at", started)
+                elif completed is not None and _integer(completed) is None:
+                    problem = _wrong("turns.completed_at", completed)
                 out[tid] = TurnRow(
                     id=tid,
                     parent_turn_id=parent,
                     turn_type=ttype or "normal",
                     status=status or "pending",
-                    started_at=int(started or 0),
-                    completed_at=int(completed) if completed is not None else None,
+                    started_at=_integer(started) or 0,
+                    completed_at=_integer(completed) if completed is not None else None,
                     model=model,
                     provider=provider,
+                    problem=problem,
                 )
         return out
 
@@ -213,8 +247,9 @@ class LedgerReader:
             )
             for mid, tid, role, content, size, seq in q.tuples():
                 text, cut = self._text(content, size)
-                out[tid].append(MessageRow(mid, tid, role, text, int(size) if size is not None else None,
-                                           int(seq or 0), cut))
+                problem = _wrong("messages.sequence", seq) if seq is not None and _integer(seq) is None else None
+                out[tid].append(MessageRow(_text_of(mid), _text_of(tid), role, text,
+                                           int(size) if size is not None else None, _integer(seq) or 0, cut, problem))
         return dict(out)
 
     def _capped(self, column):
@@ -230,6 +265,8 @@ class LedgerReader:
         if not isinstance(content, (bytes, bytearray)):
             return content, 0
         limit = self.max_message_bytes
+        if len(content) <= limit:  # a BLOB stored whole (not a cut head): its bytes as text
+            return bytes(content).decode("utf-8", "replace"), 0
         cut = limit
         while cut > 0 and (content[cut] & 0xC0) == 0x80:
             cut -= 1  # back to the start of the character the limit falls in

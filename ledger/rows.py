@@ -40,6 +40,8 @@ class TurnRow:
     completed_at: int | None
     model: str | None
     provider: str | None
+    #: a field of the wrong type, said in words (the turn is a bad row; its other fields are defaults)
+    problem: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +58,8 @@ class MessageRow:
     length: int | None
     sequence: int
     truncated: int = 0
+    #: a field of the wrong type, said in words (its turn is a bad row)
+    problem: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,7 +43,7 @@ def parse_ancestry(raw: str | None, head: str) -> list[str] | None:
         return [head]
     try:
         value = json.loads(raw)
-    except (json.JSONDecodeError, TypeError):
+    except (ValueError, TypeError, RecursionError):  # not JSON, not UTF-8, or nested past any use
         return None
     if not isinstance(value, list) or not all(isinstance(x, str) and x for x in value):
         return None
@@ -113,6 +113,10 @@ def build_sessions(
                 continue
             if turn.status not in DONE_STATUSES:
                 out.pending.append((label, tid))
+                continue
+            problem = turn.problem or next((m.problem for m in messages.get(tid, []) if m.problem), None)
+            if problem is not None:  # a field of the wrong type: this turn is a bad row, its neighbours go on
+                out.skips.append(Skip(SkipReason.INVALID_ROW, label, tid, problem))
                 continue
             if (label, tid) in extra:
                 out.done_pending.append((label, tid))

@@ -1,0 +1,89 @@
+"""A ledger row whose field has the wrong type (text in an integer column, a BLOB where text belongs,
+a pathological ancestry) is a bad row: logged and listed, never a failed pass. The turns around it,
+in its own session and in every other persona, are indexed by the same pass (real WAL ledger, real
+LanceDB; the fake embedder: what is tested is the reading, not the model)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from fake_embedder import FakeEmbedder
+
+from indexer.sync.context import Indexer, build_sinks
+from indexer.sync.engine import sync_once
+from tests.test_sync import expected_paths
+
+# (what is broken, SQL run on the ledger with the broken turn's id, its session label and head)
+CORRUPTIONS = {
+    "turns.started_at text": "UPDATE turns SET started_at = 'abc' WHERE id = :turn",
+    "turns.completed_at text": "UPDATE turns SET completed_at = 'soon' WHERE id = :turn",
+    "messages.sequence text": "UPDATE messages SET sequence = 'first' WHERE turn_id = :turn",
+    "messages.content blob": "UPDATE messages SET content = x'ff00fe41' WHERE turn_id = :turn",
+    "messages.content blob utf-8": "UPDATE messages SET content = CAST('blob words' AS BLOB) WHERE turn_id = :turn",
+    "sessions.created_at text": "UPDATE sessions SET created_at = 'yesterday' WHERE label = :label",
+    "sessions.updated_at text": "UPDATE sessions SET updated_at = 'later' WHERE label = :label",
+    "session_history.changed_at text": "UPDATE session_history SET changed_at = 'x' WHERE session_label = :label",
+    "session_history.session_label blob": "UPDATE session_history SET session_label = CAST(:label AS BLOB)"
+                                          " WHERE session_label = :label",
+    "threads.ancestry blob": "UPDATE threads SET ancestry = x'ff5b5d' WHERE turn_id = :head",
+    "threads.ancestry deep": "UPDATE threads SET ancestry = :deep WHERE turn_id = :head",
+}
+
+
+def _indexer(config):
+    return Indexer(config, sinks=build_sinks(config, embedder=FakeEmbedder()), redact=lambda s: s,
+                   redaction_version="t")
+
+
+@pytest.mark.parametrize("broken", list(CORRUPTIONS))
+def test_a_wrongly_typed_field_is_a_bad_row_and_the_pass_goes_on(broken, writer, ledger_path, config_factory):
+    writer.turn("calm", persona="atlas", user="the harbour crane is blue", assistant="noted")
+    first = writer.turn("hurt", persona="atlas", user="first words of hurt", assistant="ok")
+    bad = writer.turn("hurt", persona="atlas", user="the turn that breaks", assistant="ok")
+    head = writer.turn("hurt", persona="atlas", user="after the broken turn", assistant="ok")
+    writer.turn("elsewhere", persona="nova", user="the okapi sleeps", assistant="fine")
+    con = sqlite3.connect(ledger_path)
+    con.execute(CORRUPTIONS[broken], {"turn": bad, "label": "hurt", "head": head, "deep": "[" * 100_000})
+    con.commit()
+    con.close()
+    config = config_factory(sinks=("lancedb",))
+    ix = _indexer(config)
+    try:
+        summary = sync_once(ix)  # must not raise
+        for persona in ("atlas", "nova"):
+            assert ix.state.get_cursor(persona) is not None, persona  # the pass completed: the cursor moved
+        indexed = ix.state.paths("atlas")
+        assert expected_paths(ledger_path, "nova") == ix.state.paths("nova") != set()
+        assert any("/calm/" in p for p in indexed)  # another session of the same persona
+        bad_rows = ix.state.bad_list("atlas")
+        if broken.startswith("threads.ancestry"):  # the session's head cannot be read: the session is skipped
+            assert [(b["session"], b["reason"]) for b in bad_rows] == [("hurt", "bad_ancestry")]
+            assert not any("/hurt/" in p for p in indexed)
+        elif broken.startswith(("sessions.", "session_history.", "messages.content")):
+            # not what a document is made of, or text stored as a BLOB: read leniently (invalid UTF-8
+            # replaced, as for text), nothing skipped
+            assert bad_rows == [] and {p for p in indexed if "/hurt/" in p} == {
+                p for p in expected_paths(ledger_path, "atlas") if "/hurt/" in p}
+        else:  # the broken turn alone is a bad row, named with its field; its neighbours are indexed
+            assert [(b["session"], b["turn_id"], b["reason"]) for b in bad_rows] == [("hurt", bad, "invalid_row")]
+            assert broken.split(" ")[0] in bad_rows[0]["detail"], bad_rows[0]["detail"]
+            assert {p.rsplit("/", 1)[-1][:-3] for p in indexed if "/hurt/" in p} == {first, head}
+        assert summary.personas["atlas"].documents_skipped_bad == len(bad_rows) or broken.startswith("threads")
+        # the next passes follow the history past the broken rows (tail mode: session_history is read)
+        later = [writer.turn("calm", persona="atlas", user="a later calm turn", assistant="ok"),
+                 writer.turn("elsewhere", persona="nova", user="a later okapi turn", assistant="ok")]
+        sync_once(ix)
+        assert all(any(p.endswith(f"/{t}.md") for p in ix.state.paths(persona))
+                   for t, persona in zip(later, ("atlas", "nova")))
+        assert ix.state.get_cursor("atlas") == ix.state.get_cursor("nova") == _ledger_head(ledger_path)
+    finally:
+        ix.close()
+
+
+def _ledger_head(ledger_path) -> int:
+    con = sqlite3.connect(ledger_path)
+    try:
+        return con.execute("SELECT max(id) FROM session_history").fetchone()[0]
+    finally:
+        con.close()
