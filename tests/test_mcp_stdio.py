@@ -101,6 +101,7 @@ def test_widening_is_refused_persona_and_session_are_not_arguments(demo):
             "other_session_doc": await s.call_tool("memory_get", {"path": first_path(demo, "atlas", "main")}),
             "unknown": await s.call_tool("memory_search", {"query": "x", "bogus": 1}),
             "bad_value": await s.call_tool("memory_search", {"query": "x", "max_results": 0}),
+            "blank": await s.call_tool("memory_search", {"query": "   "}),
         }
 
     r = server.run(script)
@@ -111,6 +112,7 @@ def test_widening_is_refused_persona_and_session_are_not_arguments(demo):
     assert_refused(r["scope_project"], "scope 'project' is wider")
     assert_refused(r["unknown"], "unknown argument 'bogus'")
     assert_refused(r["bad_value"], "invalid argument 'max_results'")
+    assert_refused(r["blank"], "memory_search: invalid argument 'query': query is blank")  # not an internal error
     assert_refused(r["other_session_doc"], "no document")
     own = assert_answer(r["own"])["results"]
     assert own and {x["session"] for x in own if x["source"] == "sessions"} == {WORKER}

@@ -58,6 +58,7 @@ def test_the_search_runs_with_the_principals_persona_session_and_scope():
     ({"query": "x", "max_scope": "persona"}, "does not take 'max_scope'"),
     ({"query": "x", "limit": 3}, "unknown argument 'limit'"),
     ({"query": ""}, "invalid argument 'query'"),
+    ({"query": " \t\n "}, "memory_search: invalid argument 'query': query is blank"),
     ({}, "invalid argument 'query': Field required"),
     ({"query": "x", "mode": "fuzzy"}, "invalid argument 'mode'"),
     ({"query": "x", "sources": ["files"]}, "invalid argument 'sources.0'"),
@@ -168,3 +169,10 @@ def test_mcp_checks_the_host_header_against_where_the_api_binds():
     assert "192.0.2.7:*" in lan.allowed_hosts and "http://192.0.2.7:*" in lan.allowed_origins
     assert "[fd00::1]:*" in _transport_security("fd00::1").allowed_hosts
     assert not _transport_security("0.0.0.0").enable_dns_rebinding_protection  # any name: the token guards it
+
+
+def test_a_search_the_searcher_refuses_is_refused_as_an_argument_not_an_internal_error():
+    unchecked = SearchArgs.model_construct(query="  ", max_results=6, min_score=0.0, mode="hybrid", sources=None,
+                                           scope=None)  # past the argument model, as a future field might slip
+    with pytest.raises(ToolFailure, match=r"^memory_search: invalid argument 'query': query is blank$"):
+        search_request(McpPrincipal("atlas"), unchecked)

@@ -24,7 +24,7 @@ import json
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Protocol
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from indexer.core.scopes import Scope, resolve
 from indexer.search.searcher import MAX_QUERY_CHARS, SearchRequest
@@ -116,12 +116,18 @@ def _no_nul(value: Any) -> Any:
     return value
 
 
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("query is blank")
+    return value
+
+
 class SearchArgs(BaseModel):
     """``memory_search`` arguments. No ``persona`` or ``session``: the server fixes them."""
 
     model_config = ConfigDict(extra="forbid", title="memory_search arguments")
 
-    query: Annotated[str, BeforeValidator(_no_nul)] = Field(
+    query: Annotated[str, BeforeValidator(_no_nul), AfterValidator(_not_blank)] = Field(
         min_length=1, max_length=MAX_QUERY_CHARS,
         description="What to recall, in natural words: a topic, a decision, a name, a date (\"last week\", "
                     "\"in March\", \"2025-03-01\" favour what was said then).")
@@ -169,23 +175,32 @@ def parse_args(tool: str, model: type[BaseModel], raw: dict[str, Any], principal
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        errors = exc.errors(include_url=False, include_input=False)
-        head = errors[0]
-        field = ".".join(str(p) for p in head["loc"]) or "arguments"
-        if head["type"] == "extra_forbidden":
-            allowed = ", ".join(f.alias or name for name, f in model.model_fields.items())
-            message = f"unknown argument {field!r} (arguments: {allowed})"
-        else:
-            message = f"invalid argument {field!r}: {head['msg'].removeprefix('Value error, ')}"
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise ToolFailure(f"{tool}: {message}{more}", "invalid_argument") from None
+        raise _refusal(tool, model, exc) from None
+
+
+def _refusal(tool: str, model: type[BaseModel], exc: ValidationError) -> ToolFailure:
+    """One line naming the first argument that failed (never its value)."""
+    errors = exc.errors(include_url=False, include_input=False)
+    head = errors[0]
+    field = ".".join(str(p) for p in head["loc"]) or "arguments"
+    if head["type"] == "extra_forbidden":
+        allowed = ", ".join(f.alias or name for name, f in model.model_fields.items())
+        message = f"unknown argument {field!r} (arguments: {allowed})"
+    else:
+        message = f"invalid argument {field!r}: {head['msg'].removeprefix('Value error, ')}"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return ToolFailure(f"{tool}: {message}{more}", "invalid_argument")
 
 
 def search_request(principal: McpPrincipal, args: SearchArgs) -> SearchRequest:
-    """The search the call runs: the principal's persona and session, its scope or a narrower one."""
-    return SearchRequest(query=args.query, persona=principal.persona, session=principal.session,
-                         scope=principal.scope_for(args.scope), sources=args.sources or ["sessions", "memory"],
-                         max_results=args.max_results, min_score=args.min_score, mode=args.mode)
+    """The search the call runs: the principal's persona and session, its scope or a narrower one.
+    Arguments the search itself refuses are refused as arguments (never an internal error)."""
+    try:
+        return SearchRequest(query=args.query, persona=principal.persona, session=principal.session,
+                             scope=principal.scope_for(args.scope), sources=args.sources or ["sessions", "memory"],
+                             max_results=args.max_results, min_score=args.min_score, mode=args.mode)
+    except ValidationError as exc:
+        raise _refusal(SEARCH_TOOL, SearchRequest, exc) from None
 
 
 def document_visible(state, principal: McpPrincipal, path: str) -> bool:
