@@ -82,3 +82,22 @@ def test_version_prints_the_installed_version():
 
     result = run_cli("--version")
     assert (result.returncode, result.stdout) == (0, f"ledger-indexer {version('ledger-indexer')}\n")
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["   ", "--persona", "atlas"], "ledger-indexer: query: query is blank"),
+    (["jwt", "--persona", "atlas", "-n", "0"], "ledger-indexer: max_results: Input should be greater than or equal to 1"),
+    (["jwt", "--persona", "atlas", "--min-score", "7"],
+     "ledger-indexer: min_score: Input should be less than or equal to 1"),
+    (["jwt", "--persona", "atlas", "--session", "s" * 1025],
+     "ledger-indexer: session: String should have at most 1024 characters"),
+])
+def test_a_search_request_the_model_refuses_is_one_line_naming_the_field(config_file, args, expected):
+    assert one_line_error(run_cli("--config", str(config_file), "search", *args), 2) == expected
+
+
+def test_batch_with_a_query_or_persona_on_the_command_line_is_refused(config_file, tmp_path):
+    source = tmp_path / "q.jsonl"
+    source.write_text('{"query": "jwt", "persona": "atlas"}\n')
+    line = one_line_error(run_cli("--config", str(config_file), "search", "jwt", "--batch", str(source)), 2)
+    assert "drop QUERY and --persona" in line

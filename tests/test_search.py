@@ -199,7 +199,8 @@ def test_cli_search_get_and_batch(demo):
     res = cli("--config", cfg, "search", "--batch", "-", stdin=batch)
     lines = [json.loads(x) for x in res.stdout.splitlines()]
     assert len(lines) == 4 and lines[0]["id"] == 1 and lines[0]["results"]
-    assert lines[1]["results"] and "error" in lines[2] and "error" in lines[3]
+    assert lines[1]["results"] and lines[2] == {"error": "line 3: query: String should have at least 1 character"}
+    assert lines[3]["error"].startswith("line 4: Expecting value") and "\n" not in lines[3]["error"]
     assert res.returncode == 1
     bad = cli("--config", cfg, "search", "x", "--persona", "atlas", "--scope", "session")
     assert bad.returncode == 2 and "session" in bad.stderr

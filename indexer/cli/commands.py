@@ -11,7 +11,7 @@ import peewee
 import structlog
 
 from exporters.base import SinkError
-from indexer.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CliError
+from indexer.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CliError, invalid_line
 from indexer.cli.common import print_json as _print_json
 from indexer.runtime.config import Config
 from indexer.state.db import StateDB
@@ -231,7 +231,7 @@ def run_search_batch(config: Config, source: str, *, as_json: bool = True) -> in
                 response = searcher.search(SearchRequest.model_validate(data)).as_dict()
             except (json.JSONDecodeError, ValueError, ValidationError, SearchError) as exc:
                 failures += 1
-                response = {"error": f"line {number}: {exc}"}
+                response = {"error": f"line {number}: {invalid_line(exc)}"}
             if request_id is not None:
                 response = {"id": request_id, **response}
             _print_json(response)

@@ -26,3 +26,18 @@ def ensure_logging() -> None:
 
 def print_json(obj) -> None:
     sys.stdout.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+
+
+def invalid_line(exc: Exception) -> str:
+    """A refused request in one line, as the HTTP API words it (``query: query is blank``): pydantic's
+    own message spans several lines and links its docs. Not a validation error: its text, one line."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return " ".join(str(exc).split())
+    found = errors(include_url=False, include_input=False)
+    if not found:
+        return " ".join(str(exc).split())
+    head = found[0]
+    field = ".".join(str(p) for p in head.get("loc", ())) or "request"
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    return f"{field}: {str(head.get('msg', 'invalid')).removeprefix('Value error, ')}{more}"

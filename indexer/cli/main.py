@@ -189,6 +189,10 @@ def cmd_search(args) -> int:
     if args.batch:
         from indexer.cli.commands import run_search_batch
 
+        if args.query or args.persona:  # each line carries its own query and persona: never ignore these
+            raise CliError("search --batch takes every query and persona from its lines: drop QUERY and --persona",
+                           EXIT_USAGE)
+
         return run_search_batch(_config(args), args.batch, as_json=True)
     from indexer.cli.queries import run_search
 

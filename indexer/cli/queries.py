@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from indexer.cli.common import EXIT_OK, EXIT_USAGE, CliError, ensure_logging
+from indexer.cli.common import EXIT_OK, EXIT_USAGE, CliError, ensure_logging, invalid_line
 from indexer.cli.common import print_json as _print_json
 from indexer.cli.remote import DaemonApi
 
@@ -62,8 +62,8 @@ def _search_here(config: Config, body: dict) -> dict:
 
     try:
         request = SearchRequest(**body)
-    except ValueError as exc:
-        raise CliError(f"invalid search request: {exc}", EXIT_USAGE) from None
+    except ValueError as exc:  # pydantic's ValidationError included
+        raise CliError(invalid_line(exc), EXIT_USAGE) from None
     try:
         searcher = Searcher.open(config)
     except SearchError as exc:
