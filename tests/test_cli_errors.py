@@ -101,3 +101,16 @@ def test_batch_with_a_query_or_persona_on_the_command_line_is_refused(config_fil
     source.write_text('{"query": "jwt", "persona": "atlas"}\n')
     line = one_line_error(run_cli("--config", str(config_file), "search", "jwt", "--batch", str(source)), 2)
     assert "drop QUERY and --persona" in line
+
+
+def test_sync_or_reindex_of_a_persona_nobody_has_is_refused_and_creates_nothing(tmp_path):
+    demo = tmp_path / "demo"
+    assert run_cli("demo", "--dir", str(demo)).returncode == 0
+    cfg = str(demo / "ledger-indexer.toml")
+    for command in (["sync", "--persona", "nobody"], ["reindex", "--persona", "Atlas"]):
+        line = one_line_error(run_cli("--config", cfg, *command), 2)
+        assert "unknown persona(s): " in line and "'atlas'" in line and "case-sensitive" in line, line
+    assert not (demo / "index").exists() or not any((demo / "index").rglob("*tlas*")), "an index was created"
+    assert run_cli("--config", cfg, "sync", "--persona", "atlas").returncode == 0  # a known one still works
+    refused = run_cli("--config", cfg, "search", "jwt", "--persona", "Atlas")
+    assert refused.returncode != 0 and "unknown persona" in refused.stderr

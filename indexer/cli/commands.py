@@ -45,7 +45,7 @@ def run_sync(config: Config, *, force: bool = False, personas: Sequence[str] | N
     one bar in documents on a terminal, ``sync.progress`` log events elsewhere)."""
     from indexer.cli.progress_bar import ProgressBar
     from indexer.sync.context import open_indexer
-    from indexer.sync.engine import sync_once
+    from indexer.sync.engine import UnknownPersonas, sync_once
 
     with _writer_lock(config, "reindex" if force else "sync"):
         ix = open_indexer(config, role="reindex" if force else "sync")
@@ -55,6 +55,8 @@ def run_sync(config: Config, *, force: bool = False, personas: Sequence[str] | N
                                 retry_bad=retry_bad)
         except LedgerUnavailable as exc:
             raise CliError(str(exc)) from None
+        except UnknownPersonas as exc:
+            raise CliError(str(exc), EXIT_USAGE) from None
         except SinkError as exc:
             raise CliError(f"{exc} — nothing was lost: cursor and hashes are unchanged; rerun sync") from None
         except (OSError, sqlite3.Error, peewee.PeeweeException) as exc:

@@ -442,6 +442,20 @@ def select_personas(ix: Indexer, reader: LedgerReader) -> list[str]:
     return configured or reader.personas()
 
 
+class UnknownPersonas(ValueError):
+    """Personas named for a pass that neither the ledger, the config nor the index knows (a typo
+    would otherwise "succeed" with nothing written and leave an empty index behind)."""
+
+
+def _check_named(ix: Indexer, reader: LedgerReader, personas: Sequence[str]) -> None:
+    known = (set(select_personas(ix, reader)) | set(reader.personas()) | set(ix.config.memory)
+             | set(ix.state.personas_indexed()))
+    unknown = sorted(set(personas) - known)
+    if unknown:
+        raise UnknownPersonas(f"unknown persona(s): {', '.join(map(repr, unknown))} — the ledger has "
+                              f"{', '.join(map(repr, sorted(known))) or 'none yet'} (names are case-sensitive)")
+
+
 def sync_once(
     ix: Indexer,
     *,
@@ -459,6 +473,8 @@ def sync_once(
     reader = ix.pass_reader(stamp)
     ok = False
     try:
+        if personas:
+            _check_named(ix, reader, personas)
         targets = list(personas) if personas else select_personas(ix, reader)
         identity = reader.identity()
         known_identity = ix.state.get_meta(LEDGER_IDENTITY_KEY)
