@@ -324,3 +324,36 @@ def test_a_ledger_that_disappears_and_comes_back_replaced_is_handled(tmp_path):
     finally:
         assert d.stop() == 0
     assert_converged(tmp_path, ledger)
+
+
+def test_status_text_says_when_the_daemons_passes_fail_and_when_they_recover(tmp_path):
+    ledger = tmp_path / "ledger" / "agents.db"
+    ledger.parent.mkdir()
+    with LedgerWriter(ledger, seed=1) as w:
+        w.turn("main", user="the canary rollout", assistant="noted")
+    port = free_port()
+    cfg = write_config(tmp_path, ledger, port, interval=0.5)
+    d = Daemon(cfg, port)
+    try:
+        d.wait_ready()
+        d.wait_caught_up()
+        away = tmp_path / "elsewhere"
+        ledger.parent.rename(away)  # the ledger's folder is gone: every pass fails until it is back
+        deadline = time.monotonic() + 60
+        while d.status()["daemon"]["consecutive_errors"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        text = run_cli_process("--config", str(cfg), "status", timeout=60)
+        assert text.returncode == 0, text.stderr
+        [line] = [x for x in text.stdout.splitlines() if x.startswith("daemon pid")]
+        assert re.fullmatch(r"daemon pid \d+: ready, \d+ passes, \d+ failed; the last \d+ in a row, the latest: "
+                            r"LedgerUnavailable: .*ledger not found.* — fix the cause .*", line), line
+        assert d.search("canary rollout")  # what is indexed is still served
+        away.rename(ledger.parent)
+        deadline = time.monotonic() + 60
+        while d.status()["daemon"]["consecutive_errors"] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        text = run_cli_process("--config", str(cfg), "status", timeout=60)
+        [line] = [x for x in text.stdout.splitlines() if x.startswith("daemon pid")]
+        assert re.fullmatch(r"daemon pid \d+: ready, \d+ passes, \d+ failed", line), line
+    finally:
+        assert d.stop() == 0

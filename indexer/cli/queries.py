@@ -131,21 +131,35 @@ def run_status(config_path: str | None, load: ConfigLoader, *, as_json: bool = F
     if as_json:
         _print_json(report)
     else:
-        print(f"ledger {report['ledger']['path']}: head {report['ledger']['head']}"
-              + (f" ({report['ledger']['error']})" if report["ledger"].get("error") else ""))
-        for persona, p in report["personas"].items():
-            print(f"  {persona}: cursor {p['cursor']}, lag {p['lag']}, {p['documents']} documents, "
-                  f"{p['bad_rows_skipped']} bad rows skipped, {p['pending_turns']} pending turns, "
-                  f"{p.get('truncated_documents', 0)} truncated documents")
-            bad = p.get("bad_turns") or []
-            for item in bad[:STATUS_BAD_SHOWN]:
-                print(f"    bad: session {item['session']!r} turn {item['turn_id']}: {item['reason']}"
-                      + (f" ({item['detail']})" if item.get("detail") else ""))
-            if bad:
-                more = p["bad_rows_skipped"] - min(len(bad), STATUS_BAD_SHOWN)
-                print(("    … and %d more (status --json lists 50); " % more if more > 0 else "    ")
-                      + "retried when their rows change, on a rebuild, or now with `sync --retry-bad`")
+        print_status(report)
     return EXIT_OK
+
+
+def print_status(report: dict) -> None:
+    """The status report as text: the ledger, the daemon when one answered (its failing passes
+    first: a stalled index must not look merely behind), then each persona."""
+    print(f"ledger {report['ledger']['path']}: head {report['ledger']['head']}"
+          + (f" ({report['ledger']['error']})" if report["ledger"].get("error") else ""))
+    daemon = report.get("daemon")
+    if daemon:
+        line = (f"daemon pid {daemon.get('pid')}: {'ready' if daemon.get('ready') else 'not ready'}, "
+                f"{daemon.get('syncs', 0)} passes, {daemon.get('errors', 0)} failed")
+        if daemon.get("consecutive_errors"):
+            line += (f"; the last {daemon['consecutive_errors']} in a row, the latest: {daemon.get('last_error')} "
+                     "— fix the cause (see `journalctl -u ledger-indexer`); search serves what is indexed")
+        print(line)
+    for persona, p in report["personas"].items():
+        print(f"  {persona}: cursor {p['cursor']}, lag {p['lag']}, {p['documents']} documents, "
+              f"{p['bad_rows_skipped']} bad rows skipped, {p['pending_turns']} pending turns, "
+              f"{p.get('truncated_documents', 0)} truncated documents")
+        bad = p.get("bad_turns") or []
+        for item in bad[:STATUS_BAD_SHOWN]:
+            print(f"    bad: session {item['session']!r} turn {item['turn_id']}: {item['reason']}"
+                  + (f" ({item['detail']})" if item.get("detail") else ""))
+        if bad:
+            more = p["bad_rows_skipped"] - min(len(bad), STATUS_BAD_SHOWN)
+            print(("    … and %d more (status --json lists 50); " % more if more > 0 else "    ")
+                  + "retried when their rows change, on a rebuild, or now with `sync --retry-bad`")
 
 
 STATUS_BAD_SHOWN = 5  # bad turns listed by the text status; --json lists the newest 50
