@@ -101,6 +101,13 @@ class Exporter(Protocol):
         None. Never raises: an unreadable store is reported by the next write."""
         ...
 
+    def missing(self, persona: str) -> str | None:
+        """Why the sink holds no stored set for ``persona`` at all (its table or export folder is
+        gone: deleted, or another location configured), or None when it holds one, even an empty
+        one. Cheap (no listing of documents): asked every pass for personas the state DB says have
+        documents, which are then rebuilt from the ledger. Never raises."""
+        ...
+
     def maintain(self, *, force: bool = False) -> dict[str, Any]:
         """Scheduled housekeeping (compaction, leftovers); returns what was done.
         Raises SinkError; the data is intact and the next run retries."""

@@ -116,6 +116,7 @@ def test_every_method_the_indexer_calls_is_declared_and_answers(sink):
     assert isinstance(sink.fingerprint, str) and sink.fingerprint
     assert isinstance(sink.enforces_scopes, bool)
     assert sink.needs_rebuild("atlas") is None
+    assert sink.missing("atlas") is None and "nova" in (sink.missing("nova") or "")  # held / never written
     stats = sink.stats("atlas")
     assert stats["documents"] == 2 and ("chunks" in stats)
     assert isinstance(sink.maintain(force=True), dict)

@@ -373,3 +373,35 @@ def test_soak_tail_against_a_long_concurrent_writer(writer, make_indexer, ledger
     assert sum(1 for n in written if n) >= 2, written  # several passes really overlapped the writes
     assert ix.sinks[0].paths("atlas") == expected_paths(ledger_path, "atlas")
     assert sync_once(ix).documents_written == 0
+
+
+@pytest.mark.parametrize("lost", ["lancedb folder", "lancedb table", "qmd export"])
+def test_a_sink_whose_stored_set_is_gone_is_rebuilt_from_the_ledger(lost, writer, make_indexer, ledger_path, tmp_path):
+    import shutil
+
+    from fake_embedder import FakeEmbedder
+
+    from exporters.lancedb import LanceSink
+
+    def sinks():
+        return [LanceSink(tmp_path / "lance", FakeEmbedder()), QmdExporter(tmp_path / "export")]
+
+    for i in range(4):
+        writer.turn(f"s{i % 2}", user=f"the harbour crane {i}", assistant=f"noted {i}")
+    ix = make_indexer(sinks=sinks())
+    sync_once(ix)
+    want = expected_paths(ledger_path, "atlas")
+    assert [s.paths("atlas") for s in ix.sinks] == [want, want]
+    ix.close()
+    if lost == "lancedb folder":
+        shutil.rmtree(tmp_path / "lance")
+    elif lost == "lancedb table":
+        [table] = [p for p in (tmp_path / "lance").iterdir() if p.name.endswith(".lance")]
+        shutil.rmtree(table)
+    else:
+        shutil.rmtree(ix.sinks[1].persona_dir("atlas"))
+    ix = make_indexer(sinks=sinks())
+    summary = sync_once(ix)  # the cursor is at the head: without the check, a pass that writes nothing
+    assert summary.personas["atlas"].mode == "rebuild"
+    assert [s.paths("atlas") for s in ix.sinks] == [want, want]
+    assert sync_once(ix).personas["atlas"].mode == "tail"  # and quiet again

@@ -259,6 +259,14 @@ class LanceSink:
             return str(e)
         return None
 
+    def missing(self, persona: str) -> str | None:
+        entry = self._active["personas"].get(persona)
+        if entry is None:
+            return f"lancedb: no live table for persona {persona!r} at {self.where}"
+        if self.location.is_local and not (self.location.path / f"{entry['table']}.lance").is_dir():
+            return f"lancedb: the live table {entry['table']} is gone from {self.location.path}"
+        return None
+
     # ------------------------------------------------------------------ rows
 
     def _merge(self, tbl, rows: pa.Table, paths: list[str], persona: str) -> None:

@@ -205,6 +205,13 @@ class QmdExporter:
     def needs_rebuild(self, persona: str) -> str | None:
         return None  # the export has one layout: the document text
 
+    def missing(self, persona: str) -> str | None:
+        try:
+            base = self.persona_dir(persona)
+        except SinkError as exc:
+            return str(exc)
+        return None if base.is_dir() else f"qmd: the export folder {base} is gone"
+
     def maintain(self, *, force: bool = False) -> dict[str, Any]:
         """Temp files of killed writes (also swept at open)."""
         return {"tmp_removed": self._sweep_tmp_files()}

@@ -328,6 +328,10 @@ class StateDB:
     def document_count(self, persona: str) -> int:
         return self.File.select().where(self.File.persona == persona).count()
 
+    def has_documents(self, persona: str) -> bool:
+        """Whether any document of ``persona`` is recorded (one index probe: asked every pass)."""
+        return self.File.select(self.File.path).where(self.File.persona == persona).limit(1).exists()
+
     def indexed_turn_counts(self, persona: str, sessions: Iterable[str]) -> dict[str, int]:
         """Per session label: how many of its turns have a document (for progress plans)."""
         F = self.File

@@ -401,6 +401,13 @@ def _decide(ix: Indexer, reader: LedgerReader, persona: str, *, force: bool) -> 
     cursor = ix.state.get_cursor(persona)
     changed = ix.build_identity.differences(ix.state.build_identity(persona))
     sink_wants_rebuild = any(sink.needs_rebuild(persona) for sink in ix.sinks)
+    if not force and cursor is not None and ix.state.has_documents(persona):
+        # The state DB lists documents a sink no longer holds at all (its folder deleted, another
+        # index location configured): hash skips would write nothing and search would stay empty.
+        lost = [why for sink in ix.sinks if (why := sink.missing(persona))]
+        if lost:
+            log.warning("index.lost", persona=persona, sinks=lost, action="rebuilding the persona from the ledger")
+            sink_wants_rebuild = True
     if force or sink_wants_rebuild or (cursor is not None and changed):
         if not force and cursor is not None and changed:
             log.info("index.build_changed", persona=persona, changed=changed)
