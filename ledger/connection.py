@@ -63,4 +63,24 @@ def open_ledger(path: str | Path) -> SqliteDatabase:
         raise LedgerUnavailable(
             f"{path} is not an Agents Ledger: missing tables {sorted(missing)}"
         )
+    lacking = [f"{table}.{column}" for table, columns in READ_COLUMNS.items() if table in tables
+               for column in sorted(columns - {r[1] for r in db.execute_sql(f"PRAGMA table_info({table})")})]
+    if lacking:
+        db.close()
+        raise LedgerUnavailable(f"{path} lacks column(s) {', '.join(lacking)} of the Agents Ledger schema "
+                                "(agents_ledger.sql): not a ledger this indexer can read; point [ledger] path "
+                                "at the agent runtime's agents.db")
     return db
+
+
+#: Every column the reader selects, per table (``compactions`` only when the table exists): checked
+#: at open, so a ledger of another schema is one clear error instead of a failed query mid-pass.
+READ_COLUMNS: dict[str, frozenset[str]] = {
+    "sessions": frozenset({"label", "thread_id", "persona_id", "status", "created_at", "updated_at"}),
+    "threads": frozenset({"turn_id", "ancestry", "persona_id"}),
+    "turns": frozenset({"id", "parent_turn_id", "turn_type", "status", "started_at", "completed_at", "model",
+                        "provider"}),
+    "messages": frozenset({"id", "turn_id", "role", "content", "sequence"}),
+    "compactions": frozenset({"turn_id", "summary", "model", "provider"}),
+    "session_history": frozenset({"id", "session_label", "thread_id", "changed_at"}),
+}

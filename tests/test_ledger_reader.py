@@ -107,3 +107,27 @@ def test_history_after_filters_by_persona_and_range(writer, ledger_path):
         assert [r.id for r in reader.history_after(1, upto=2)] == [2]
         assert reader.head_id() == 3
     reader.close()
+
+
+def test_read_columns_cover_every_column_the_models_select():
+    from ledger.connection import READ_COLUMNS
+    from ledger.models import ALL_MODELS
+
+    declared = {m._meta.table_name: {f.column_name for f in m._meta.sorted_fields} for m in ALL_MODELS}
+    declared["messages"].discard("created_at")  # declared for the writer's tests, never selected by the reader
+    assert {t: set(c) for t, c in READ_COLUMNS.items()} == declared
+
+
+@pytest.mark.parametrize("table, column", [("messages", "sequence"), ("turns", "completed_at"),
+                                           ("session_history", "changed_at")])
+def test_a_ledger_without_a_column_the_reader_needs_is_one_clear_error(writer, ledger_path, table, column):
+    writer.turn("main", user="hi", assistant="hello")
+    con = sqlite3.connect(ledger_path)
+    for (index,) in con.execute("SELECT name FROM sqlite_master WHERE type='index' AND tbl_name=? AND sql IS NOT NULL",
+                                (table,)).fetchall():
+        con.execute(f"DROP INDEX {index}")  # an index on the column would block dropping it
+    con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    con.commit()
+    con.close()
+    with pytest.raises(LedgerUnavailable, match=rf"lacks column\(s\) {table}\.{column} of the Agents Ledger schema"):
+        LedgerReader.open(ledger_path)

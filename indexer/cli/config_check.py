@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from indexer.cli.common import EXIT_FAIL, EXIT_OK, print_json
-from indexer.runtime.config import Config
+from indexer.runtime.config import Config, ConfigError
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +64,12 @@ def check_model(config: Config) -> Check:
         return Check("model", found.is_dir(), f"{found}" + ("" if found.is_dir() else ": no such folder"))
     from indexer.embedding import model_files
 
+    if config.embedding.model != model_files.MODEL_NAME:  # not the packaged model: fastembed fetches it
+        return Check("model", True, f"{config.embedding.model}: not the packaged model "
+                                    f"({model_files.MODEL_NAME}); fastembed downloads it into "
+                                    f"{config.index.dir / 'models'} at the first run (network needed), "
+                                    "or set [embedding] model_path to its folder")
+
     folder = model_files.default_model_dir()
     try:
         verified = model_files.verify_folder(folder)
@@ -81,6 +87,34 @@ def check_token(config: Config) -> Check:
     except (OSError, UnicodeDecodeError) as exc:
         return Check("admin token", False, f"cannot read {path}: {exc}")
     return Check("admin token", bool(token), f"{path}" + ("" if token else " is empty"))
+
+
+def check_mcp_tokens(config: Config) -> Check | None:
+    if config.mcp.token_file is None:
+        return None
+    from indexer.service.mcp_http import TokenFileError, load_token_file
+
+    try:
+        table = load_token_file(config.mcp.token_file)
+    except TokenFileError as exc:
+        return Check("mcp tokens", False, str(exc))
+    count = len(table)
+    return Check("mcp tokens", True, f"{config.mcp.token_file} ({count} token{'s' if count != 1 else ''}"
+                                     + ("; every /mcp request is refused" if not count else "") + ")")
+
+
+def check_known_secrets(config: Config) -> Check | None:
+    if config.redaction.known_secrets_file is None:
+        return None
+    from indexer.sync.context import known_secrets
+
+    try:
+        known = known_secrets(config)
+    except ConfigError as exc:
+        return Check("known secrets", False, str(exc))
+    count = len(known.values) if known is not None else 0
+    return Check("known secrets", True, f"{config.redaction.known_secrets_file} ({count} value(s) masked wherever "
+                                        "they appear; values never printed)")
 
 
 def check_qmd(config: Config) -> Check | None:
@@ -105,8 +139,8 @@ def check_memory(config: Config) -> list[Check]:
 
 def run_config_check(config: Config, *, as_json: bool = False) -> int:
     checks = [check_ledger(config), check_index(config), check_model(config), check_token(config)]
-    qmd = check_qmd(config)
-    checks += ([qmd] if qmd else []) + check_memory(config)
+    checks += [c for c in (check_mcp_tokens(config), check_known_secrets(config), check_qmd(config)) if c]
+    checks += check_memory(config)
     if as_json:
         print_json({"ok": all(c.ok for c in checks), "checks": [asdict(c) for c in checks]})
     else:

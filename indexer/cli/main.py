@@ -276,6 +276,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # a bug or an unforeseen failure: one line, the traceback only at debug level
+        config_module = sys.modules.get("indexer.runtime.config")  # loaded by whatever raised it
+        if config_module is not None and isinstance(exc, config_module.ConfigError):
+            print(f"ledger-indexer: {exc}", file=sys.stderr)  # a file the config names, found bad past loading
+            return EXIT_USAGE
         from indexer.core.errors import describe
 
         ensure_logging()

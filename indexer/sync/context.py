@@ -16,7 +16,7 @@ from exporters.base import Exporter
 from indexer.core.build import DOCUMENT_FORMAT_VERSION, BuildIdentity
 from indexer.core.types import Document
 from indexer.embedding.factory import make_embedder
-from indexer.runtime.config import Config
+from indexer.runtime.config import Config, ConfigError
 from indexer.state.db import StateDB
 from ledger.reader import LedgerReader
 
@@ -32,8 +32,14 @@ def known_secrets(config: Config):
 
     values = []
     sources = []
-    if config.redaction.known_secrets_file is not None:
-        sources.append((str(config.redaction.known_secrets_file), KnownSecrets.from_file(config.redaction.known_secrets_file)))
+    path = config.redaction.known_secrets_file
+    if path is not None:
+        try:
+            sources.append((str(path), KnownSecrets.from_file(path)))
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
+            raise ConfigError(f"[redaction] known_secrets_file {path}: cannot read it ({reason}); fix the path, "
+                              "or unset it (documents are redacted by the rules alone)") from None
     sources.append((KNOWN_SECRETS_ENV, KnownSecrets.from_env(KNOWN_SECRETS_ENV)))
     for origin, known in sources:
         values.extend(known.values)
