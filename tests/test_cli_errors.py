@@ -114,3 +114,17 @@ def test_sync_or_reindex_of_a_persona_nobody_has_is_refused_and_creates_nothing(
     assert run_cli("--config", cfg, "sync", "--persona", "atlas").returncode == 0  # a known one still works
     refused = run_cli("--config", cfg, "search", "jwt", "--persona", "Atlas")
     assert refused.returncode != 0 and "unknown persona" in refused.stderr
+
+
+def test_a_state_database_that_is_not_a_database_is_one_line_naming_it(tmp_path):
+    demo = tmp_path / "demo"
+    assert run_cli("demo", "--dir", str(demo)).returncode == 0
+    cfg = str(demo / "ledger-indexer.toml")
+    assert run_cli("--config", cfg, "sync").returncode == 0
+    [state] = list(demo.rglob("state.sqlite"))
+    for extra in state.parent.glob("state.sqlite-*"):
+        extra.unlink()
+    state.write_bytes(b"not a database at all " * 200)
+    for command in (["status"], ["sync"], ["search", "jwt", "--persona", "atlas"]):
+        line = one_line_error(run_cli("--config", cfg, *command), 1)
+        assert f"the state database {state} is unreadable" in line and "move it aside" in line, (command, line)

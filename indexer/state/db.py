@@ -17,6 +17,7 @@ from pathlib import Path
 
 from peewee import (
     CompositeKey,
+    DatabaseError,
     IntegerField,
     Model,
     SqliteDatabase,
@@ -26,6 +27,7 @@ from peewee import (
 )
 
 from indexer.core.build import BuildIdentity
+from indexer.core.errors import CliError
 from indexer.core.types import Document
 
 CURSOR_KEY = "memory_sessions_ledger_cursor_v1"
@@ -197,6 +199,10 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+class StateUnreadable(CliError):
+    """The state database file is not a database (corrupt, or another file): says what to do."""
+
+
 class StateDB:
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -207,12 +213,21 @@ class StateDB:
             check_same_thread=False,
             timeout=10,
         )
-        self.db.connect(reuse_if_open=True)
         # scope facts of the state as of a stamp, per thread (peewee keeps a connection per thread)
         self._facts = threading.local()
         (self.Meta, self.File, self.SessionReg, self.ProjectMember, self.PendingTurn,
          self.BadRow) = _models(self.db)
-        self._migrate()
+        try:
+            self.db.connect(reuse_if_open=True)
+            self._migrate()
+        except DatabaseError as exc:
+            self.db.close()
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise
+            raise StateUnreadable(
+                f"the state database {self.path} is unreadable ({exc}): move it aside and run `ledger-indexer "
+                "sync` to rebuild it from the ledger (the index is kept; project memberships and visibility "
+                "changes live in that file: restore it from a backup to keep them)") from None
 
     def close(self) -> None:
         self.db.close()
