@@ -128,3 +128,9 @@ def test_a_state_database_that_is_not_a_database_is_one_line_naming_it(tmp_path)
     for command in (["status"], ["sync"], ["search", "jwt", "--persona", "atlas"]):
         line = one_line_error(run_cli("--config", cfg, *command), 1)
         assert f"the state database {state} is unreadable" in line and "move it aside" in line, (command, line)
+
+
+@pytest.mark.parametrize("label", ["", "x" * 1025])
+def test_a_project_label_the_api_would_refuse_is_refused_here_too(config_file, label):
+    line = one_line_error(run_cli("--config", str(config_file), "project", "add", "p", "main", label), 2)
+    assert "invalid session label" in line

@@ -193,6 +193,8 @@ def test_cli_search_get_and_batch(demo):
     path = data["results"][0]["path"]
     got = cli("--config", cfg, "get", path, "--persona", "atlas", "--from", "1", "--lines", "2")
     assert got.returncode == 0 and got.stdout.startswith("Session: ")
+    past = cli("--config", cfg, "get", path, "--persona", "atlas", "--from", "99999")
+    assert past.returncode == 2 and past.stdout == "" and "is past its end" in past.stderr
     batch = "\n".join([json.dumps({"id": 1, "query": "JWT", "persona": "atlas"}),
                        json.dumps({"query": "vinaigrette", "persona": "nova", "mode": "keyword"}),
                        json.dumps({"query": "", "persona": "atlas"}), "not json"]) + "\n"

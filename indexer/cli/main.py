@@ -211,6 +211,9 @@ def cmd_get(args) -> int:
 def cmd_project(args) -> int:
     from indexer.cli.commands import run_project
 
+    for label in getattr(args, "labels", None) or []:  # the API's rule for a label, here too
+        if not label or len(label) > 1024 or "\x00" in label:
+            raise CliError(f"invalid session label {label[:40]!r}: 1 to 1024 characters, no NUL", EXIT_USAGE)
     return run_project(_config(args), args)
 
 

@@ -98,6 +98,8 @@ def run_get(config_path: str | None, load: ConfigLoader, persona: str, path: str
     if as_json:
         _print_json(found)
     else:
+        if from_line > max(1, found["total_lines"]):  # nothing to print: say why rather than print nothing
+            raise CliError(f"{path} has {found['total_lines']} line(s): --from {from_line} is past its end", EXIT_USAGE)
         text = found["text"]
         sys.stdout.write(text + ("\n" if not text.endswith("\n") else ""))
     return EXIT_OK
