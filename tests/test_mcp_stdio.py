@@ -173,6 +173,9 @@ def test_bad_server_arguments_stop_with_one_line(demo, tmp_path):
         "ledger-indexer: mcp: scope 'session' needs a session (it is relative to the caller's session)")
     blank = run("--persona", " ")
     assert blank.returncode == 2 and "persona must be" in blank.stderr and "Traceback" not in blank.stderr
+    ghost = run("--persona", "Atlas")
+    assert ghost.returncode == 2 and ghost.stderr.strip().splitlines()[-1].startswith(
+        "ledger-indexer: mcp: unknown persona 'Atlas': the index holds 'atlas'")
 
 
 def test_without_an_index_a_call_says_what_to_do(tmp_path):

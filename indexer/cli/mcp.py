@@ -210,6 +210,23 @@ class StdioDoor:
             self._state.close()
 
 
+def _check_persona_known(config: Config, persona: str) -> None:
+    """A persona the local index does not hold would start a server that fails every call: refuse
+    it now. One small file read (the live-table pointer); no check before the first sync, or when
+    the index lives on object storage (the reader finds out at the first call)."""
+    import json
+
+    if config.index.object_store or "lancedb" not in config.index.sinks:
+        return
+    try:
+        known = sorted(json.loads((config.lancedb_dir / "active.json").read_text(encoding="utf-8"))["personas"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    if known and persona not in known:
+        raise CliError(f"mcp: unknown persona {persona!r}: the index holds {', '.join(map(repr, known))} "
+                       "(names are case-sensitive)", EXIT_USAGE)
+
+
 def run_mcp(config: Config, *, persona: str, session: str | None, scope: str) -> int:
     """Serve MCP on stdin/stdout until the client closes it."""
     from indexer.service.mcp_tools import McpPrincipal
@@ -218,6 +235,7 @@ def run_mcp(config: Config, *, persona: str, session: str | None, scope: str) ->
         principal = McpPrincipal(persona=persona, session=session, max_scope=scope, name="stdio")
     except ValueError as exc:
         raise CliError(f"mcp: {exc}", EXIT_USAGE) from None
+    _check_persona_known(config, persona)
     index = _IndexBackend(config)
     daemon = daemon_url(config)
     if daemon is None:
