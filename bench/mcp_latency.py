@@ -54,7 +54,7 @@ def child_env() -> dict[str, str]:
 def demo(root: Path, port: int) -> Path:
     from indexer.cli.demo import write_demo
 
-    config = write_demo(root)
+    config, _ = write_demo(root)
     text = config.read_text().replace('sinks = ["lancedb", "qmd"]', 'sinks = ["lancedb"]')
     config.write_text(text.replace("port = 8765", f"port = {port}"))
     return config

@@ -17,7 +17,7 @@ from indexer.sync.engine import sync_once
 
 def demo_config(root: Path, *, sinks: Sequence[str] | None = None) -> Config:
     """The demo's ledger and config written under ``root``; ``sinks`` replaces its sinks."""
-    config = load_config(write_demo(root / "demo"), env={})
+    config = load_config(write_demo(root / "demo")[0], env={})
     if sinks is not None:
         config = config.model_copy(update={"index": config.index.model_copy(update={"sinks": list(sinks)})})
     return config

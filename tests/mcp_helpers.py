@@ -46,7 +46,7 @@ def cli(config: Path, *args: str, check: bool = True) -> CliResult:
 
 def demo_config(root: Path, *, port: int | None = None, token_file: Path | None = None) -> Path:
     """The demo ledger and config (lancedb only), optionally on ``port`` and with an MCP token file."""
-    config = write_demo(root / "demo")
+    config, _ = write_demo(root / "demo")
     text = config.read_text().replace('sinks = ["lancedb", "qmd"]', 'sinks = ["lancedb"]')
     if port is not None:
         text = text.replace("port = 8765", f"port = {port}")

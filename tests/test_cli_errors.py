@@ -134,3 +134,18 @@ def test_a_state_database_that_is_not_a_database_is_one_line_naming_it(tmp_path)
 def test_a_project_label_the_api_would_refuse_is_refused_here_too(config_file, label):
     line = one_line_error(run_cli("--config", str(config_file), "project", "add", "p", "main", label), 2)
     assert "invalid session label" in line
+
+
+def test_demo_into_an_existing_folder_keeps_what_is_there(tmp_path):
+    demo = tmp_path / "demo"
+    assert run_cli("demo", "--dir", str(demo)).returncode == 0
+    cfg = demo / "ledger-indexer.toml"
+    edited = cfg.read_text().replace("port = 8765", "port = 9911")
+    cfg.write_text(edited)
+    (demo / "workspace" / "atlas" / "MEMORY.md").write_text("# mine\n")
+    again = run_cli("demo", "--dir", str(demo))
+    assert again.returncode == 0
+    assert again.stdout.splitlines()[0] == (
+        "kept as they were: agents.db, workspace/atlas/MEMORY.md, workspace/atlas/memory/2026-11-14.md, "
+        "admin.token, ledger-indexer.toml (delete them for fresh demo files)")
+    assert cfg.read_text() == edited and (demo / "workspace" / "atlas" / "MEMORY.md").read_text() == "# mine\n"

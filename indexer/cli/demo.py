@@ -95,25 +95,39 @@ def write_demo_ledger(path: Path, *, seed: int = 42) -> dict[str, str]:
     return ids
 
 
-def write_demo(dir_: Path) -> Path:
-    """Create DIR/agents.db, memory files, an admin token and DIR/ledger-indexer.toml."""
+def write_demo(dir_: Path) -> tuple[Path, list[str]]:
+    """Create DIR/agents.db, memory files, an admin token and DIR/ledger-indexer.toml. A file that
+    exists already is kept as it is (an edited config, a ledger grown since): returns the config
+    and the names of the files kept."""
     dir_ = dir_.resolve()
     dir_.mkdir(parents=True, exist_ok=True)
+    kept: list[str] = []
+
+    def fresh(path: Path) -> bool:
+        if path.exists():
+            kept.append(str(path.relative_to(dir_)))
+            return False
+        return True
+
     ledger = dir_ / "agents.db"
-    if not ledger.exists():
+    if fresh(ledger):
         write_demo_ledger(ledger)
     workspace = dir_ / "workspace" / "atlas"
     (workspace / "memory").mkdir(parents=True, exist_ok=True)
-    (workspace / "MEMORY.md").write_text(
-        "# Atlas memory\n\n- The team prefers short-lived tokens and KMS-held keys.\n"
-        "- Deploys go through the canary first.\n")
-    (workspace / "memory" / "2026-11-14.md").write_text(
-        "# 2026-11-14\n\nDecided: 15-minute JWT access tokens; revisit after beta.\n")
+    if fresh(workspace / "MEMORY.md"):
+        (workspace / "MEMORY.md").write_text(
+            "# Atlas memory\n\n- The team prefers short-lived tokens and KMS-held keys.\n"
+            "- Deploys go through the canary first.\n")
+    if fresh(workspace / "memory" / "2026-11-14.md"):
+        (workspace / "memory" / "2026-11-14.md").write_text(
+            "# 2026-11-14\n\nDecided: 15-minute JWT access tokens; revisit after beta.\n")
     token = dir_ / "admin.token"
-    if not token.exists():
+    if fresh(token):
         token.write_text(secrets.token_urlsafe(32) + "\n")
         token.chmod(0o600)
     config = dir_ / "ledger-indexer.toml"
+    if not fresh(config):
+        return config, kept
     config.write_text("""# Demo configuration written by `ledger-indexer demo`.
 [ledger]
 path = "agents.db"
@@ -147,4 +161,4 @@ admin_token_file = "admin.token"
 interval_seconds = 30
 debounce_ms = 200
 """)
-    return config
+    return config, kept

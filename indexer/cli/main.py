@@ -149,10 +149,12 @@ def cmd_demo(args) -> int:
     from indexer.cli.demo import write_demo
 
     try:
-        config = write_demo(args.dir)
+        config, kept = write_demo(args.dir)
     except OSError as exc:
         raise CliError(f"cannot write the demo into {args.dir}: {exc.strerror or exc}; choose a writable --dir") from None
-    print(f"demo ledger and config written: {config}")
+    if kept:
+        print(f"kept as they were: {', '.join(kept)} (delete them for fresh demo files)")
+    print(f"demo ledger and config: {config}")
     print(f"next: ledger-indexer --config {config} sync")
     return EXIT_OK
 
