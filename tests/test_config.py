@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,14 @@ def test_example_configs_load(tmp_path):
     for example in [root / "systemd" / "config.example.toml"]:
         assert example.is_file(), f"{example} moved: the README and the unit point at it"
         load_config(example, env={})
+
+
+@pytest.mark.parametrize("overrides, key", [
+    ({"ledger": {"path": "/tmp/a\x00b.db"}}, "ledger.path"),
+    ({"index": {"dir": "/tmp/ix\x00"}}, "index.dir"),
+    ({"mcp": {"token_file": "/tmp/t\x00"}}, "mcp.token_file"),
+    ({"memory": {"atlas": ["/tmp/\x00m"]}}, "memory.atlas.0"),
+])
+def test_a_path_with_a_nul_is_a_config_error_naming_the_key(overrides, key):
+    with pytest.raises(ConfigError, match=rf"^invalid config: {re.escape(key)}: a path cannot contain a NUL character"):
+        load_config(None, env={}, overrides=overrides)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from indexer.runtime.locate import DEFAULT_INDEX_DIR, ENV_PREFIX, resolve_path
 
@@ -24,8 +24,16 @@ from indexer.runtime.locate import DEFAULT_INDEX_DIR, ENV_PREFIX, resolve_path
 _NON_KEY_ENV = {"LEDGER_INDEXER_CONFIG", "LEDGER_INDEXER_KNOWN_SECRETS", "LEDGER_INDEXER_LOG_LEVEL_CLI"}
 
 
+def _no_nul(path: Path | None) -> Path | None:
+    if path is not None and "\x00" in str(path):
+        raise ValueError("a path cannot contain a NUL character")
+    return path
+
+
+# A path the OS can open (no NUL: every system call would refuse it, deep inside a pass).
+SafePath = Annotated[Path, AfterValidator(_no_nul)]
 # An empty string means "not set" for optional paths, as in the documented defaults.
-OptPath = Annotated[Path | None, BeforeValidator(lambda v: None if v == "" else v)]
+OptPath = Annotated[Path | None, BeforeValidator(lambda v: None if v == "" else v), AfterValidator(_no_nul)]
 
 
 class ConfigError(ValueError):
@@ -37,7 +45,7 @@ class _Section(BaseModel):
 
 
 class LedgerConfig(_Section):
-    path: Path = Path("/var/lib/nexus/state/data/agents.db")
+    path: SafePath = Path("/var/lib/nexus/state/data/agents.db")
     personas: tuple[str, ...] = ()
     max_message_bytes: int = Field(1_000_000, ge=1_000)
 
@@ -48,7 +56,7 @@ OBJECT_STORE_SCHEMES = ("s3", "s3+ddb", "gs", "az", "abfss")
 
 
 class IndexConfig(_Section):
-    dir: Path = DEFAULT_INDEX_DIR
+    dir: SafePath = DEFAULT_INDEX_DIR
     sinks: tuple[Literal["lancedb", "qmd"], ...] = ("lancedb",)
     # Where the LanceDB tables live: "" = <dir>/lancedb; a local folder; or s3://bucket/prefix,
     # gs://…, az://… (the state DB and the writer lock stay in ``dir``, on the writer machine).
@@ -160,7 +168,7 @@ class Config(_Section):
     index: IndexConfig = IndexConfig()
     qmd: QmdConfig = QmdConfig()
     embedding: EmbeddingConfig = EmbeddingConfig()
-    memory: dict[str, tuple[Path, ...]] = {}
+    memory: dict[str, tuple[SafePath, ...]] = {}
     redaction: RedactionConfig = RedactionConfig()
     api: ApiConfig = ApiConfig()
     sync: SyncConfig = SyncConfig()
@@ -257,10 +265,11 @@ def _format_error(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors():
         key = ".".join(str(x) for x in err["loc"])
+        msg = str(err["msg"]).removeprefix("Value error, ")
         if key.startswith("index.storage_options"):  # may hold credentials: never echoed
-            parts.append(f"{key}: {err['msg']}")
+            parts.append(f"{key}: {msg}")
             continue
-        parts.append(f"{key}: {err['msg']} (got {err.get('input')!r})")
+        parts.append(f"{key}: {msg} (got {err.get('input')!r})")
     return "invalid config: " + "; ".join(parts)
 
 
