@@ -790,3 +790,9 @@ def test_validation_details_are_capped(client):
     r = client.post("/v1/admin/projects/alpha/sessions", headers=AUTH, json={"labels": [""] * 200})
     err = assert_error(r, 422, "labels.0", "(and 199 more)")
     assert len(err["details"]) == 20
+
+
+@pytest.mark.parametrize("body", [b'{"query": "\xff\xfe", "persona": "atlas"}', b"[" * 1500 + b"]" * 1500])
+def test_a_body_json_cannot_read_is_400_saying_so(client, body):
+    r = client.post("/v1/memory_search", content=body, headers={"Content-Type": "application/json"})
+    assert_error(r, 400, "the request body is not readable JSON")

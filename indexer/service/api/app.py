@@ -159,6 +159,9 @@ def create_app(backend: ApiBackend, *, admin_token: str | None, max_request_byte
             message = f"no such endpoint: {request.method} {request.url.path} (see /docs or /openapi.json)"
         elif exc.status_code == 405:
             message = f"method {request.method} not allowed here; allowed: {headers['Allow']}"
+        elif exc.status_code == 400 and message == "There was an error parsing the body":
+            # FastAPI's words for a body json.loads raised on other than a syntax error
+            message = "the request body is not readable JSON: send UTF-8 JSON nested at most a few hundred levels"
         return _error(exc.status_code, message, headers or None)
 
     @app.exception_handler(_Refused)
