@@ -326,13 +326,9 @@ def test_a_ledger_that_disappears_and_comes_back_replaced_is_handled(tmp_path):
     assert_converged(tmp_path, ledger)
 
 
-def test_status_text_says_when_the_daemons_passes_fail_and_when_they_recover(tmp_path):
-    ledger = tmp_path / "ledger" / "agents.db"
-    ledger.parent.mkdir()
-    with LedgerWriter(ledger, seed=1) as w:
-        w.turn("main", user="the canary rollout", assistant="noted")
-    port = free_port()
-    cfg = write_config(tmp_path, ledger, port, interval=0.5)
+def test_status_text_says_when_the_daemons_passes_fail_and_when_they_recover(setup):
+    tmp_path, ledger, port, _ = setup
+    cfg = write_config(tmp_path, ledger, port, interval=0.5)  # passes every half second, failing or not
     d = Daemon(cfg, port)
     try:
         d.wait_ready()
