@@ -289,7 +289,8 @@ class LedgerReader:
         for part in _chunks(ids):
             for row in th.select(th.turn_id, *text_digest(th.ancestry)).where(th.turn_id.in_(part)).tuples():
                 parts[row[0]].append(("thread", row[1:]))
-            q = tu.select(tu.id, tu.turn_type, tu.status, tu.completed_at, tu.parent_turn_id).where(tu.id.in_(part))
+            q = (tu.select(tu.id, tu.turn_type, tu.status, tu.started_at, tu.completed_at, tu.parent_turn_id)
+                 .where(tu.id.in_(part)))
             for row in q.tuples():
                 parts[row[0]].append(("turn", row[1:]))
             q = (msg.select(msg.turn_id, msg.id, msg.role, msg.sequence, *text_digest(msg.content))

@@ -87,3 +87,33 @@ def _ledger_head(ledger_path) -> int:
         return con.execute("SELECT max(id) FROM session_history").fetchone()[0]
     finally:
         con.close()
+
+
+@pytest.mark.parametrize("broken, repair", [
+    ("UPDATE turns SET started_at = 'abc' WHERE id = :turn", "UPDATE turns SET started_at = 1763000000000 WHERE id = :turn"),
+    ("UPDATE messages SET sequence = 'first' WHERE turn_id = :turn AND role = 'user'",
+     "UPDATE messages SET sequence = 0 WHERE turn_id = :turn AND role = 'user'"),
+])
+def test_a_bad_field_repaired_in_place_is_indexed_by_a_later_pass(broken, repair, writer, ledger_path,
+                                                                   config_factory):
+    bad = writer.turn("hurt", persona="atlas", user="the turn that breaks", assistant="ok")
+    writer.turn("calm", persona="atlas", user="a calm turn", assistant="ok")
+
+    def run(sql: str) -> None:
+        con = sqlite3.connect(ledger_path)
+        con.execute(sql, {"turn": bad})
+        con.commit()
+        con.close()
+
+    run(broken)
+    ix = _indexer(config_factory(sinks=("lancedb",)))
+    try:
+        sync_once(ix)
+        assert [b["turn_id"] for b in ix.state.bad_list("atlas")] == [bad]
+        run(repair)  # in place: no new history row, the session does not move
+        ix.quiet.forget()  # as after the ledger files' settle time: the per-pass checks run in full
+        sync_once(ix)
+        assert ix.state.bad_list("atlas") == []
+        assert ix.state.paths("atlas") == expected_paths(ledger_path, "atlas")
+    finally:
+        ix.close()
