@@ -8,7 +8,8 @@ in the same database::
     kind      key          data (JSON)
     "meta"    ""           {"format": 1, "published_ms": …, "digest": …, "writer": {…}}
     "projects" ""          {"<project>": ["<label>", …], …}
-    "persona" "<persona>"  {"private": [...], "deleted": [...], "build": {...} | null}
+    "persona" "<persona>"  {"private": [...], "deleted": [...], "build": {...} | null,
+                            "private_turns": {"<label>": [turn ids of its history], …}}
 
 Each publish replaces the whole table in one Lance commit (an overwrite), so a
 reader sees one complete state or the previous one, never a mix. The writer
@@ -56,6 +57,12 @@ class PersonaScopes:
     private: frozenset[str]
     deleted: frozenset[str]
     build: dict[str, Any] | None
+    #: per private session, the turn ids of its history (hidden in every other session's copy)
+    private_turns: dict[str, frozenset[str]] | None = None
+
+    def hidden_turns(self, caller: str | None) -> frozenset[str]:
+        turns = self.private_turns or {}
+        return frozenset().union(*(ids for label, ids in turns.items() if label != caller))
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,14 +78,16 @@ class ScopeSnapshot:
     def from_state(cls, state: StateDB) -> ScopeSnapshot:
         raw = state.scope_state()
         return cls(
-            personas={p: PersonaScopes(frozenset(v["private"]), frozenset(v["deleted"]), v["build"])
+            personas={p: PersonaScopes(frozenset(v["private"]), frozenset(v["deleted"]), v["build"],
+                                       {k: frozenset(t) for k, t in v.get("private_turns", {}).items()})
                       for p, v in raw["personas"].items()},
             projects={k: tuple(v) for k, v in raw["projects"].items()},
         )
 
     def digest(self) -> str:
         """Of the facts only (not when or by whom they were published)."""
-        body = {"personas": {p: [sorted(v.private), sorted(v.deleted), v.build] for p, v in self.personas.items()},
+        body = {"personas": {p: [sorted(v.private), sorted(v.deleted), v.build, _turns_json(v.private_turns)]
+                             for p, v in self.personas.items()},
                 "projects": {k: sorted(v) for k, v in self.projects.items()}}
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -93,7 +102,8 @@ class ScopeSnapshot:
     def facts(self, persona: str, session: str | None) -> ScopeFacts:
         entry = self.personas.get(persona) or PersonaScopes(frozenset(), frozenset(), None)
         return ScopeFacts(private=entry.private, deleted=entry.deleted,
-                          project_peers=self.project_peers(session) if session else frozenset())
+                          project_peers=self.project_peers(session) if session else frozenset(),
+                          hidden_turns=entry.hidden_turns(session))
 
     # -- the table's rows --
 
@@ -106,7 +116,8 @@ class ScopeSnapshot:
         for persona, v in sorted(self.personas.items()):
             kinds.append("persona")
             keys.append(persona)
-            data.append(json.dumps({"private": sorted(v.private), "deleted": sorted(v.deleted), "build": v.build},
+            data.append(json.dumps({"private": sorted(v.private), "deleted": sorted(v.deleted), "build": v.build,
+                                    "private_turns": _turns_json(v.private_turns)},
                                    sort_keys=True, ensure_ascii=False))
         return pa.table({"kind": pa.array(kinds, pa.string()), "key": pa.array(keys, pa.string()),
                          "data": pa.array(data, pa.string())})
@@ -123,8 +134,9 @@ class ScopeSnapshot:
                 elif row["kind"] == "projects":
                     projects = {str(k): tuple(str(x) for x in v) for k, v in value.items()}
                 elif row["kind"] == "persona":
-                    personas[row["key"]] = PersonaScopes(frozenset(value["private"]), frozenset(value["deleted"]),
-                                                         value.get("build"))
+                    personas[row["key"]] = PersonaScopes(
+                        frozenset(value["private"]), frozenset(value["deleted"]), value.get("build"),
+                        {str(k): frozenset(str(t) for t in ids) for k, ids in value.get("private_turns", {}).items()})
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ScopeStateUnavailable(f"lancedb: the published scope state in {where} is unreadable ({e}); "
                                         "searches are refused until the writer publishes it again") from e
@@ -136,6 +148,10 @@ class ScopeSnapshot:
             raise ScopeStateUnavailable(f"lancedb: the published scope state in {where} does not match its digest; "
                                         "searches are refused until the writer publishes it again")
         return snap
+
+
+def _turns_json(turns: dict[str, frozenset[str]] | None) -> dict[str, list[str]]:
+    return {label: sorted(ids) for label, ids in sorted((turns or {}).items())}
 
 
 def _open(db, name: str):

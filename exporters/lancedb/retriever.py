@@ -224,7 +224,8 @@ class Retriever:
     @staticmethod
     def where(scope: ScopeFilter) -> Where:
         """The prefilter of a scope (the scope's rules, this store's quoting)."""
-        whole = scope.include_sessions and scope.include_memory and scope.allowed is None and not scope.excluded
+        whole = (scope.include_sessions and scope.include_memory and scope.allowed is None and not scope.excluded
+                 and not scope.hidden_turns)
         few = scope.allowed is not None and len(scope.allowed - scope.excluded) <= 1
         return Where(scope.where(sql_str, sql_in), whole=whole, few=few)
 

@@ -79,9 +79,9 @@ def _paths_of(tbl) -> set[str]:
 
 
 def _read_doc_row(tbl, path: str) -> dict | None:
-    """Chunk 0 of a document: its text and whose it is (``source``, ``session``, ``persona``)."""
+    """Chunk 0 of a document: its text and whose it is (``source``, ``session``, ``persona``, ``turn_id``)."""
     rows = (tbl.search().where(f"id = {sql_str(path + '#0')}")
-            .select(["doc_text", "source", "session", "persona"]).limit(1).to_list())
+            .select(["doc_text", "source", "session", "persona", "turn_id"]).limit(1).to_list())
     return rows[0] if rows else None
 
 

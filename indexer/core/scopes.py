@@ -12,7 +12,10 @@ Rules (ARCHITECTURE.md "Search and scopes"):
 - ``project`` scope: every session sharing a project with the caller; a
   session in no project sees only itself;
 - ``persona`` scope (default): every session of the persona;
-- a ``private`` session is only ever visible to itself;
+- a ``private`` session is only ever visible to itself — its turns too, under any other session's
+  label: a fork copies its history, so a turn found in a private session's history is hidden
+  from every other caller in every copy, unless the turn is in the caller's own history too
+  (conservative: a third session no longer sees the shared history a private fork inherited);
 - ``deleted`` sessions are never visible;
 - the ``memory`` source (workspace memory files) is shared by every session
   of the persona, in every scope.
@@ -42,6 +45,8 @@ class ScopeFacts:
     private: frozenset[str]
     deleted: frozenset[str]
     project_peers: frozenset[str]  # sessions sharing a project with the caller (caller included)
+    #: turn ids in the history of a private session other than the caller's: hidden in every copy
+    hidden_turns: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +57,9 @@ class ScopeFilter:
     # None: every session except ``excluded``; otherwise only these (minus ``excluded``).
     allowed: frozenset[str] | None
     excluded: frozenset[str]
+    #: the caller's session (its own copies of hidden turns stay visible to it)
+    caller: str | None = None
+    hidden_turns: frozenset[str] = frozenset()
 
     def allows(self, row: Mapping) -> bool:
         if row.get("persona") != self.persona:
@@ -63,6 +71,8 @@ class ScopeFilter:
             return False
         session = row.get("session")
         if session is None or session in self.excluded:
+            return False
+        if session != self.caller and row.get("turn_id") in self.hidden_turns:
             return False
         return self.allowed is None or session in self.allowed
 
@@ -82,6 +92,10 @@ class ScopeFilter:
                 clause += " AND " + sql_in("session", allowed) if allowed else " AND false"
             elif self.excluded:
                 clause += f" AND NOT ({sql_in('session', sorted(self.excluded))})"
+            if self.hidden_turns:
+                hidden = sql_in("turn_id", sorted(self.hidden_turns))
+                own = f" AND session <> {sql_str(self.caller)}" if self.caller is not None else ""
+                clause += f" AND NOT (turn_id IS NOT NULL AND {hidden}{own})"
             parts.append(f"({clause})")
         if not parts:
             return "false"
@@ -105,4 +119,6 @@ def resolve(persona: str, scope: Scope, session: str | None, sources: frozenset[
         include_memory="memory" in sources,
         allowed=allowed,
         excluded=frozenset(excluded),
+        caller=session,
+        hidden_turns=facts.hidden_turns,
     )

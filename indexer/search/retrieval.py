@@ -68,7 +68,8 @@ def _published_text(config: Config, persona: str, path: str, session: str | None
     if row is None:
         raise not_found
     scope = resolve(persona, Scope.PERSONA, session, frozenset({"sessions", "memory"}), facts)
-    if not scope.allows({"persona": row["persona"], "source": row["source"], "session": row["session"]}):
+    if not scope.allows({"persona": row["persona"], "source": row["source"], "session": row["session"],
+                         "turn_id": row.get("turn_id")}):
         raise not_found
     return row["doc_text"]
 
@@ -88,7 +89,8 @@ def get_document(config: Config, persona: str, path: str, *, from_line: int = 1,
             raise not_found
         scope = resolve(persona, Scope.PERSONA, session, frozenset({"sessions", "memory"}),
                         state.scope_facts(persona, session))
-        if not scope.allows({"persona": persona, "source": record.source, "session": record.session}):
+        if not scope.allows({"persona": persona, "source": record.source, "session": record.session,
+                             "turn_id": record.turn_id}):
             raise not_found
     finally:
         if own_state:

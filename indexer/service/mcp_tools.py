@@ -212,7 +212,8 @@ def document_visible(state, principal: McpPrincipal, path: str) -> bool:
         return False
     scope = resolve(principal.persona, principal.max_scope, principal.session, frozenset({"sessions", "memory"}),
                     state.scope_facts(principal.persona, principal.session))
-    return scope.allows({"persona": principal.persona, "source": record.source, "session": record.session})
+    return scope.allows({"persona": principal.persona, "source": record.source, "session": record.session,
+                         "turn_id": record.turn_id})
 
 
 def not_found(principal: McpPrincipal, path: str) -> ToolFailure:

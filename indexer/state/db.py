@@ -460,16 +460,54 @@ class StateDB:
     def _read_facts(self, persona: str, session: str | None):
         from indexer.core.scopes import ScopeFacts
 
+        private = self.private_sessions(persona)
         return ScopeFacts(
-            private=frozenset(self.private_sessions(persona)),
+            private=frozenset(private),
             deleted=frozenset(self.deleted_sessions(persona)),
             project_peers=frozenset(self.project_peers(session)) if session else frozenset(),
+            # a turn in the caller's own history is no secret to it: other copies of it stay visible
+            hidden_turns=frozenset(self.turns_of(persona, private - {session})
+                                   - (self.turns_of(persona, [session]) if session else set())),
         )
+
+    def paths_of_turns(self, persona: str, turns: Iterable[str], *, except_sessions: Iterable[str] = ()) -> set[str]:
+        """Every document path of ``persona`` whose turn is one of ``turns`` (every session's copy but
+        those of ``except_sessions``)."""
+        F = self.File
+        skip = set(except_sessions)
+        out: set[str] = set()
+        for part in chunked(sorted(set(turns)), 500):
+            q = F.select(F.path, F.session_label).where((F.persona == persona) & F.turn_id.in_(part))
+            out.update(p for p, label in q.tuples() if label not in skip)
+        return out
+
+    def sessions_of_turns(self, persona: str, turns: Iterable[str]) -> set[str]:
+        """The sessions whose indexed history holds any of ``turns``."""
+        F = self.File
+        out: set[str] = set()
+        for part in chunked(sorted(set(turns)), 500):
+            q = F.select(F.session_label).where((F.persona == persona) & F.turn_id.in_(part)
+                                                & F.session_label.is_null(False)).distinct()
+            out.update(s for (s,) in q.tuples())
+        return out
+
+    def turns_of(self, persona: str, sessions: Iterable[str]) -> set[str]:
+        """Every turn id in the indexed history of ``sessions`` (their documents' turns)."""
+        labels = sorted(set(sessions))
+        if not labels:
+            return set()
+        F = self.File
+        out: set[str] = set()
+        for part in chunked(labels, 500):
+            q = F.select(F.turn_id).where((F.persona == persona) & F.session_label.in_(part)
+                                          & F.turn_id.is_null(False)).distinct()
+            out.update(t for (t,) in q.tuples())
+        return out
 
     def scope_state(self) -> dict:
         """Every fact scope resolution reads, for every persona, in one transaction: what the
         writer publishes beside the tables on object storage for reader machines
-        (``{"personas": {p: {"private", "deleted", "build"}}, "projects": {name: [labels]}}``)."""
+        (``{"personas": {p: {"private", "deleted", "build", "private_turns"}}, "projects": {name: [labels]}}``)."""
         S = self.SessionReg
         with self.db.atomic():
             personas: dict[str, dict] = {}
@@ -478,9 +516,12 @@ class StateDB:
                                   | {m.scope for m in self.Meta.select(self.Meta.scope).where(
                                       self.Meta.key == INDEX_META_KEY)}):
                 identity = self.build_identity(persona)
-                personas[persona] = {"private": sorted(self.private_sessions(persona)),
+                private = self.private_sessions(persona)
+                personas[persona] = {"private": sorted(private),
                                      "deleted": sorted(self.deleted_sessions(persona)),
-                                     "build": identity.as_dict() if identity else None}
+                                     "build": identity.as_dict() if identity else None,
+                                     "private_turns": {label: sorted(self.turns_of(persona, [label]))
+                                                       for label in sorted(private)}}
             return {"personas": personas, "projects": self.projects()}
 
     def deleted_sessions(self, persona: str) -> set[str]:

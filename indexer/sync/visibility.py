@@ -50,14 +50,27 @@ def unscoped_sinks(ix: Indexer) -> list[Exporter]:
     return [sink for sink in ix.sinks if not sink.enforces_scopes]
 
 
+def private_turns(ix: Indexer, persona: str, docs: Sequence[Document] = ()) -> set[str]:
+    """Turn ids in the history of a private session of ``persona`` (the state DB's, and those of
+    ``docs`` about to be recorded): no copy of them, under any session's label, may sit in a sink
+    without scopes — a fork of a private session carries its history."""
+    private = ix.state.private_sessions(persona)
+    if not private:
+        return set()
+    return ix.state.turns_of(persona, private) | {d.turn_id for d in docs if d.session in private and d.turn_id}
+
+
 def filter_hidden(ix: Indexer, persona: str, docs: Sequence[Document]) -> tuple[list[Document], list[Document]]:
     """(docs a sink without scopes may hold, docs withheld), by the visibility now.
     Call under :data:`UNSCOPED_WRITES`."""
     hidden = ix.state.hidden_sessions(persona)
-    if not hidden:
+    turns = private_turns(ix, persona, docs)
+    if not hidden and not turns:
         return list(docs), []
-    keep = [d for d in docs if d.session not in hidden]
-    return keep, [d for d in docs if d.session in hidden]
+    keep, withheld = [], []
+    for d in docs:
+        (withheld if d.session in hidden or d.turn_id in turns else keep).append(d)
+    return keep, withheld
 
 
 def reconcile_unscoped(ix: Indexer, reader: LedgerReader | None, persona: str) -> tuple[int, int]:
@@ -74,9 +87,11 @@ def reconcile_unscoped(ix: Indexer, reader: LedgerReader | None, persona: str) -
         return 0, 0
     with UNSCOPED_WRITES:
         hidden = ix.state.hidden_sessions(persona)
+        turns = private_turns(ix, persona)
         stored = ix.state.get_json(UNSCOPED_HIDDEN_KEY, persona)
         applied = set(stored["sessions"]) if stored else set()
-        if stored is not None and applied == hidden:
+        applied_turns = set(stored.get("turns", [])) if stored else set()
+        if stored is not None and applied == hidden and applied_turns == turns:
             return 0, 0
         # First run: nothing is known about the export, so every hidden session is removed.
         newly_hidden = hidden - applied if stored is not None else hidden
@@ -84,8 +99,20 @@ def reconcile_unscoped(ix: Indexer, reader: LedgerReader | None, persona: str) -
         removed = restored = 0
         if newly_hidden:
             removed = _remove_sessions(ix, persona, unscoped, newly_hidden)
+        # Copies of a private session's turns in other sessions (its forks): removed, and put back
+        # once no private session holds the turn (below, with the sessions shown again).
+        newly_turns = turns - applied_turns if stored is not None else turns
+        if newly_turns:
+            gone = ix.state.paths_of_turns(persona, newly_turns, except_sessions=hidden)  # those: above
+            for sink in unscoped:
+                sink.delete(persona, gone)
+            removed += len(gone)
+        shown_turns = applied_turns - turns
+        if shown_turns:
+            shown |= {label for label in ix.state.sessions_of_turns(persona, shown_turns) if label not in hidden}
         if shown and reader is None:
             hidden |= shown  # not restored yet: keep them in the "applied" set so the next pass does it
+            turns |= shown_turns
         elif shown:
             with reader.snapshot():
                 sessions = [row for row in reader.sessions(labels=sorted(shown)) if row.status != "deleted"]
@@ -94,12 +121,12 @@ def reconcile_unscoped(ix: Indexer, reader: LedgerReader | None, persona: str) -
             # pass reach every sink with the next pass (a document exported here
             # but unknown to the state DB could not be removed by path later).
             known = set().union(*(ix.state.paths(persona, session=label) for label in shown))
-            docs = [d for d in built.docs if d.session in shown and d.path in known]
+            docs = [d for d in built.docs if d.session in shown and d.path in known and d.turn_id not in turns]
             for start in range(0, len(docs), RESTORE_DOCS_PER_WRITE):
                 for sink in unscoped:
                     sink.upsert(persona, docs[start:start + RESTORE_DOCS_PER_WRITE])
             restored = len(docs)
-        ix.state.set_json(UNSCOPED_HIDDEN_KEY, {"sessions": sorted(hidden)}, persona)
+        ix.state.set_json(UNSCOPED_HIDDEN_KEY, {"sessions": sorted(hidden), "turns": sorted(turns)}, persona)
     if removed or restored:
         log.info("export.visibility_applied", persona=persona, removed=removed, restored=restored,
                  sinks=[sink.name for sink in unscoped])

@@ -1,0 +1,105 @@
+"""A fork of a private session carries its history: the private session's turns, under the fork's
+label (and in a compaction the fork made of them), are hidden from every other caller — search in
+every mode, memory_get, the QMD export — and come back when the session is shared again. Real WAL
+ledger, real LanceDB, the real QMD exporter (files); the fake embedder (what is tested is who may
+see a copy, not what the model understands)."""
+
+from __future__ import annotations
+
+import pytest
+from fake_embedder import FakeEmbedder
+
+from indexer.search.retrieval import DocumentNotFound, get_document
+from indexer.search.searcher import SearchRequest, Searcher
+from indexer.sync.context import Indexer, build_sinks
+from indexer.sync.engine import sync_once
+from indexer.cli.visibility import apply_visibility
+
+SECRET_WORDS = "zanzibarplum merger closes friday"
+
+
+@pytest.fixture
+def world(writer, config_factory):
+    """main: m0 m1; room: forked from m1, its own turn s0 (the secret) and a compaction of it, made
+    private; child: forked from that compaction (it carries m0 m1 s0 and the summary), then its own
+    turn; other: an unrelated session."""
+    m0 = writer.turn("main", user="the heron plan for the harbour cluster")
+    m1 = writer.turn("main", user="the heron plan goes live soon")
+    writer.fork("room", m1)
+    s0 = writer.turn("room", user=f"the {SECRET_WORDS}", assistant="noted, keep it quiet")
+    summary = writer.compaction("room", f"summary: the {SECRET_WORDS}")
+    writer.fork("child", summary)
+    c1 = writer.turn("child", user="child's own words about cabbages")
+    writer.turn("other", user="an unrelated session about lunch")
+    config = config_factory(sinks=("lancedb", "qmd"))
+    embedder = FakeEmbedder()
+    ix = Indexer(config, sinks=build_sinks(config, embedder=embedder), redact=lambda s: s, redaction_version="t")
+    sync_once(ix)
+    ix.close()
+    change = apply_visibility(config, "room", "private")
+    assert change.removed >= 3  # room's own documents and child's copy of s0 (and its compaction) left the export
+    searcher = Searcher(config, embedder=embedder)
+    yield config, searcher, {"m0": m0, "m1": m1, "s0": s0, "c1": c1, "summary": summary}
+    searcher.close()
+
+
+def found(searcher, caller, query=SECRET_WORDS, **kw):
+    """(session, turn) of every copy the results name (a turn shared by forks is one result listing them)."""
+    request = SearchRequest(query=query, persona="atlas", session=caller, max_results=50, **kw)
+    return {(session, r.turn_id) for r in searcher.search(request).results for session in r.sessions or [r.session]}
+
+
+def exported(config) -> set[str]:
+    root = config.qmd_export_dir / "atlas"
+    return {str(p.relative_to(root)) for p in root.rglob("*.md")}
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "keyword", "vector"])
+@pytest.mark.parametrize("caller", ["main", "other", None])
+def test_no_other_caller_finds_the_private_sessions_turns_under_a_forks_label(world, caller, mode):
+    config, searcher, t = world
+    hits = found(searcher, caller, mode=mode)
+    assert not {turn for _, turn in hits} & {t["s0"], t["summary"]}, hits
+    assert not {s for s, _ in hits} & {"room"}
+
+
+def test_the_fork_and_the_private_session_still_see_their_own_history(world):
+    config, searcher, t = world
+    assert ("child", t["s0"]) in found(searcher, "child", mode="keyword")  # its own copy
+    assert ("room", t["s0"]) in found(searcher, "room", mode="keyword")
+    assert ("child", t["c1"]) in found(searcher, "main", query="child's own words about cabbages", mode="keyword")
+
+
+def test_memory_get_of_a_forks_copy_is_not_found_for_others(world):
+    config, searcher, t = world
+    path = f"sessions/child/turns/{t['s0']}.md"
+    for caller in ("main", "other", None):
+        with pytest.raises(DocumentNotFound):
+            get_document(config, "atlas", path, session=caller)
+    assert SECRET_WORDS in get_document(config, "atlas", path, session="child").text
+
+
+def test_the_export_holds_no_copy_until_the_session_is_shared_again(world):
+    config, searcher, t = world
+    files = exported(config)
+    assert not any(t["s0"] in f or t["summary"] in f for f in files), files
+    assert f"sessions/child/turns/{t['c1']}.md" in files  # the fork's own turn stays
+    change = apply_visibility(config, "room", "shared")
+    assert change.restored >= 3
+    files = exported(config)
+    assert {f"sessions/room/turns/{t['s0']}.md", f"sessions/child/turns/{t['s0']}.md"} <= files
+    assert found(searcher, "other", mode="keyword") & {("child", t["s0"]), ("room", t["s0"])}
+
+
+def test_a_new_fork_of_the_private_session_is_kept_out_by_the_next_pass(world, writer):
+    config, searcher, t = world
+    writer.fork("late-child", t["s0"])
+    writer.turn("late-child", user="late child's own words")
+    ix = Indexer(config, sinks=build_sinks(config, embedder=FakeEmbedder()), redact=lambda s: s,
+                 redaction_version="t")
+    try:
+        sync_once(ix)
+    finally:
+        ix.close()
+    assert not any("late-child" in f and t["s0"] in f for f in exported(config))
+    assert ("late-child", t["s0"]) not in found(searcher, "main", mode="keyword")
