@@ -56,8 +56,14 @@ def _text_of(value):
 
 
 def _wrong(column: str, value) -> str:
-    shown = repr(value if not isinstance(value, (bytes, bytearray)) else bytes(value[:32]))
-    return f"{column} is not an integer ({shown[:80]})"
+    """What is wrong, never the value itself (status shows it; a ledger field may hold anything)."""
+    if isinstance(value, (bytes, bytearray)):
+        what = f"a blob of {len(value)} bytes"
+    elif isinstance(value, str):
+        what = f"text of {len(value)} characters"
+    else:
+        what = f"a {type(value).__name__}"
+    return f"{column} is not an integer ({what})"
 
 
 def _chunks(ids: Sequence[str], size: int = IN_LIMIT) -> Iterator[list[str]]:

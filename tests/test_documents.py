@@ -77,11 +77,30 @@ def test_redaction_applies_to_label_and_body_before_hashing():
 def test_empty_and_oversized_turns():
     assert turn_document("a", "s", TURN, [msg("user", None, 0), msg("assistant", "  ", 1)], redact=str,
                          max_message_bytes=10) is None
-    cut = turn_document("a", "s", TURN, [MessageRow("m", "T1", "user", "0123456789", 50, 0, truncated=40),
+    cut = turn_document("a", "s", TURN, [MessageRow("m", "T1", "user", "the 012345", 50, 0, truncated=40),
                                          msg("assistant", "the answer", 1)], redact=str, max_message_bytes=10)
-    assert cut.body == ("User: 0123456789\n[… truncated: 40 more bytes (ledger.max_message_bytes = 10)]\n\n"
+    # the word the cut split is left out with the rest: a secret split there is never stored in part
+    assert cut.body == ("User: the\n[… truncated: 46 more bytes (ledger.max_message_bytes = 10)]\n\n"
                         "Assistant: the answer")
-    assert cut.truncated_bytes == 40
+    assert cut.truncated_bytes == 46
+    one_word = turn_document("a", "s", TURN, [MessageRow("m", "T1", "user", "0123456789", 50, 0, truncated=40)],
+                             redact=str, max_message_bytes=10)
+    assert one_word.body == "User: [… truncated: 50 more bytes (ledger.max_message_bytes = 10)]"
+    spaced = turn_document("a", "s", TURN, [MessageRow("m", "T1", "user", "the words ", 50, 0, truncated=40)],
+                           redact=str, max_message_bytes=10)
+    assert spaced.body == "User: the words\n[… truncated: 40 more bytes (ledger.max_message_bytes = 10)]"
+
+
+def test_a_secret_split_by_the_size_cut_is_not_stored_in_part():
+    from redaction import Redactor
+
+    token = "ghp_Q1w2E3r4T5y6U7i8O9p0A1s2D3f4G5h6J7k8"  # 40 characters: the cut keeps 35 of them
+    head = ("x" * 9 + " ") * 97 + "filler " + token[:35]
+    redact = lambda text: Redactor().redact(text).text  # noqa: E731
+    doc = turn_document("a", "s", TURN, [MessageRow("m", "T1", "user", head, 2000, 0, truncated=1000)],
+                        redact=redact, max_message_bytes=len(head.encode()))
+    assert token[:12] not in doc.text and doc.body.endswith("more bytes (ledger.max_message_bytes = 1,012)]")
+    assert doc.truncated_bytes == 1000 + 35
 
 
 def test_compaction_document():
@@ -93,3 +112,15 @@ def test_compaction_document():
 
 def test_one_line_escapes_controls():
     assert one_line("a\r\nb\x00c\u2028") == "a\\r\\nb\\x00c\\u2028"
+
+
+def test_the_model_and_provider_fields_are_redacted_like_the_text():
+    from dataclasses import replace as with_fields
+
+    from redaction import Redactor
+
+    key = "AKIAIOSFODNN7REVIEW3"
+    turn = with_fields(TURN, model=f"gpt-{key}", provider=f"prov {key}")
+    doc = turn_document("a", "s", turn, [msg("user", "hello", 0)], redact=lambda t: Redactor().redact(t).text,
+                        max_message_bytes=100)
+    assert key not in doc.text and "Model: gpt-" in doc.text and "Provider: prov " in doc.text

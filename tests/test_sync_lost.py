@@ -22,7 +22,8 @@ def test_an_oversized_message_is_truncated_with_a_marker_not_dropped(writer, mak
     path = next(iter(ix.state.paths("atlas")))
     text = QmdExporter(tmp_path / "export").read("atlas", path)
     assert "the assistant answer survives" in text
-    assert "[… truncated: 1,400 more bytes (ledger.max_message_bytes = 1,000)]" in text
+    # 1,400 after the cut, and the 4 bytes of the word it split ("alph")
+    assert "[… truncated: 1,404 more bytes (ledger.max_message_bytes = 1,000)]" in text
     assert truncated_documents(ix.state, "atlas") == [path]
     report = status_report(ix.config, ix.state)
     assert report["personas"]["atlas"]["truncated_documents"] == 1

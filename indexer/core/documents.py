@@ -74,10 +74,10 @@ def _header(label: str, turn_id: str, turn: TurnRow, kind: DocKind, redact: Reda
     when = iso_time(turn.completed_at or turn.started_at)
     if when:
         lines.append(f"Time: {when}")
-    if model:
-        lines.append(f"Model: {one_line(model)}")
+    if model:  # ledger text like any other: a key pasted into a model name is masked too
+        lines.append(f"Model: {one_line(redact(model))}")
     if provider:
-        lines.append(f"Provider: {one_line(provider)}")
+        lines.append(f"Provider: {one_line(redact(provider))}")
     return lines
 
 
@@ -128,11 +128,14 @@ def turn_document(
         if msg.content is None:
             continue  # NULL content: a tool-call placeholder, nothing to show
         content = msg.content.strip()
-        if not content:
+        left_out = msg.truncated
+        if left_out:
+            content, left_out = cut_cleanly(msg.content, left_out)
+        if not content and not left_out:
             continue
-        if msg.truncated:
-            content += truncation_marker(msg.truncated, max_message_bytes)
-            cut += msg.truncated
+        if left_out:  # the marker alone when the whole head was one word
+            content = (content + truncation_marker(left_out, max_message_bytes)).lstrip("\n")
+            cut += left_out
         speaker = "User" if msg.role == "user" else "Assistant"
         blocks.append(f"{speaker}: {content}")
     if not blocks:
@@ -158,14 +161,27 @@ def compaction_document(
     if compaction.summary is None:
         return None
     summary = compaction.summary.strip()
-    if not summary:
+    left_out = compaction.truncated
+    if left_out:
+        summary, left_out = cut_cleanly(compaction.summary, left_out)
+    if not summary and not left_out:
         return None
-    if compaction.truncated:
-        summary += truncation_marker(compaction.truncated, max_message_bytes)
+    if left_out:
+        summary = (summary + truncation_marker(left_out, max_message_bytes)).lstrip("\n")
     body = f"Summary: {redact(summary)}"
     doc = _assemble(persona, label, turn, DocKind.COMPACTION, body, redact,
                     compaction.model or turn.model, compaction.provider or turn.provider)
-    return replace(doc, truncated_bytes=compaction.truncated) if compaction.truncated else doc
+    return replace(doc, truncated_bytes=left_out) if left_out else doc
+
+
+def cut_cleanly(head: str, left_out: int) -> tuple[str, int]:
+    """``head`` (a text cut at the byte limit, ``left_out`` bytes after it) without the word the cut
+    split: a secret split there would be stored nearly whole and no longer match its rule (a token
+    one character short). Returns the text, stripped, and the bytes now left out."""
+    if head[-1:].isspace():
+        return head.strip(), left_out  # the cut fell between words
+    split = max(head.rfind(c) for c in " \t\n\r")
+    return head[:max(split, 0)].strip(), left_out + len(head[split + 1:].encode("utf-8", "surrogatepass"))
 
 
 def truncation_marker(left_out: int, limit: int) -> str:
