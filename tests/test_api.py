@@ -796,3 +796,19 @@ def test_validation_details_are_capped(client):
 def test_a_body_json_cannot_read_is_400_saying_so(client, body):
     r = client.post("/v1/memory_search", content=body, headers={"Content-Type": "application/json"})
     assert_error(r, 400, "the request body is not readable JSON")
+
+
+@pytest.mark.parametrize("bind, host, status", [
+    ("127.0.0.1", "127.0.0.1:8765", 200), ("127.0.0.1", "localhost:8765", 200), ("127.0.0.1", "[::1]:8765", 200),
+    ("127.0.0.1", "LOCALHOST", 200), ("10.0.0.5", "10.0.0.5:8765", 200),
+    ("127.0.0.1", "rebind.attacker.example:8765", 421), ("127.0.0.1", "127.0.0.1.attacker.example", 421),
+    ("127.0.0.1", "", 421), ("10.0.0.5", "localhost.evil:8765", 421),
+    ("0.0.0.0", "any.name.example", 200),  # a wildcard bind cannot know its names: no check (README)
+])
+def test_a_request_naming_another_host_is_refused_against_dns_rebinding(backend, bind, host, status):
+    app = create_app(backend, admin_token=TOKEN, bind_host=bind)
+    with TestClient(app) as c:
+        r = c.post("/v1/memory_search", json=search_body(), headers={"Host": host})
+    assert r.status_code == status, r.text
+    if status == 421:
+        assert "DNS rebinding" in r.json()["error"]

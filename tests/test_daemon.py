@@ -110,6 +110,9 @@ def test_admin_calls_need_the_right_token_and_reindex_keeps_search_up(setup):
     try:
         d.wait_ready()
         assert httpx.post(d.base + "/v1/admin/reindex", json={}).status_code == 401
+        rebound = httpx.post(d.base + "/v1/memory_search", json={"query": "canary rollout", "persona": "atlas"},
+                             headers={"Host": "rebind.attacker.example:80"})
+        assert rebound.status_code == 421 and "results" not in rebound.text  # DNS rebinding refused
         bad = {"Authorization": "Bearer nope"}
         assert httpx.post(d.base + "/v1/admin/reindex", json={}, headers=bad).status_code == 401
         good = {"Authorization": "Bearer s3cret-token"}

@@ -99,7 +99,7 @@ class Daemon:
             except OSError as exc:
                 log.warning("api.admin_token_unreadable", file=str(self.config.api.admin_token_file), error=str(exc))
         app = create_app(self, admin_token=token, max_request_bytes=self.config.api.max_request_bytes,
-                         metrics=self.metrics)
+                         metrics=self.metrics, bind_host=self.config.api.host)
         serves_mcp = mount_mcp(app, self, lambda: self.indexer.state, self.mcp_tokens, host=self.config.api.host)
         self.server = ApiServer(app, self.config.api.host, self.config.api.port, graceful_shutdown_s=3,
                                 lifespan="on" if serves_mcp else "off")

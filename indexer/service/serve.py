@@ -200,7 +200,8 @@ def run_serve(config: Config) -> int:
     metrics.watch_rank_cache(service.searcher.retriever.rank_caches)
     metrics.set_ready(True)
     server = ApiServer(create_app(service, admin_token=token, max_request_bytes=config.api.max_request_bytes,
-                                  metrics=metrics), config.api.host, config.api.port, graceful_shutdown_s=3)
+                                  metrics=metrics, bind_host=config.api.host), config.api.host, config.api.port,
+                       graceful_shutdown_s=3)
     try:
         server.start(timeout=15)
     except OSError as exc:

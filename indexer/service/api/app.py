@@ -21,9 +21,11 @@ from indexer.service.api.errors import _call, _conform, _error, _json, _Refused,
 from indexer.service.api.middleware import (
     AdminAuthMiddleware,
     BodyLimitMiddleware,
+    HostCheckMiddleware,
     RequestLogMiddleware,
     _route_label,
     admin_refusal,
+    allowed_host_names,
 )
 from indexer.service.api.models import (
     _BODY_ERRORS,
@@ -114,11 +116,13 @@ class ApiBackend(Protocol):
 
 
 def create_app(backend: ApiBackend, *, admin_token: str | None, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-               metrics: Metrics | None = None) -> FastAPI:
+               metrics: Metrics | None = None, bind_host: str | None = None) -> FastAPI:
     """The API over ``backend``. ``admin_token``: the bearer token for admin calls (None or empty:
     admin calls are refused with 403; surrounding whitespace, e.g. a token file's newline, is
     ignored). ``metrics``: shared with the daemon so /metrics shows sync and query series
-    together (a fresh :class:`Metrics` when None). The app is exposed as ``app.state.metrics``."""
+    together (a fresh :class:`Metrics` when None). ``bind_host``: the address the server listens
+    on; requests naming another host are refused (421; None: no check, as for in-process tests).
+    The app is exposed as ``app.state.metrics``."""
     if max_request_bytes < 1:
         raise ValueError("max_request_bytes must be positive")
     metrics = metrics if metrics is not None else Metrics()
@@ -140,6 +144,8 @@ def create_app(backend: ApiBackend, *, admin_token: str | None, max_request_byte
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_request_bytes)
     app.add_middleware(AdminAuthMiddleware, token=token)  # before the body is read or parsed
     app.add_middleware(RequestLogMiddleware, metrics=metrics)
+    if bind_host is not None:  # outermost: a rebinding page gets nothing, not even a log line's worth of work
+        app.add_middleware(HostCheckMiddleware, allowed=allowed_host_names(bind_host))
 
     # -- error handlers --
 

@@ -98,6 +98,43 @@ def admin_refusal(token: bytes | None, authorization: str | None) -> tuple[int, 
     return None
 
 
+def allowed_host_names(bind_host: str) -> frozenset[str] | None:
+    """The Host header names a request may carry for a daemon bound to ``bind_host``: the loopback
+    names and the bind host itself. None for a wildcard bind (any name can reach it: put a
+    firewall or a proxy in front, see README "HTTP API")."""
+    if bind_host in ("0.0.0.0", "::", ""):
+        return None
+    names = {"127.0.0.1", "localhost", "::1", bind_host.strip("[]").lower()}
+    return frozenset(names)
+
+
+def _host_name(value: str) -> str:
+    value = value.strip().lower()
+    if value.startswith("["):  # [::1]:8765
+        return value[1:value.find("]")] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+class HostCheckMiddleware:
+    """Refuses a request whose Host header names another machine (421): a web page that rebinds its
+    own name to 127.0.0.1 must not reach the memory of every session through the browser (DNS
+    rebinding; MCP at /mcp has the same check from its SDK)."""
+
+    def __init__(self, app: Any, allowed: frozenset[str] | None) -> None:
+        self.app = app
+        self.allowed = allowed
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if self.allowed is not None and scope["type"] == "http":
+            header = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"host"), "")
+            if _host_name(header) not in self.allowed:
+                await _send_json(send, 421, {"error": f"this daemon answers requests for "
+                                                      f"{', '.join(sorted(self.allowed))} only (Host header "
+                                                      "refused: a guard against DNS rebinding)"}, [])
+                return
+        await self.app(scope, receive, send)
+
+
 class AdminAuthMiddleware:
     """Refuses admin calls without the right bearer token before their body is read or parsed, so an
     unauthenticated client gets 401/403 — never a body-validation answer, never a 64 kB buffer."""
