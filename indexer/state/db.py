@@ -461,13 +461,14 @@ class StateDB:
         from indexer.core.scopes import ScopeFacts
 
         private = self.private_sessions(persona)
+        hidden = self.turns_of(persona, private - {session})
+        if hidden and session:  # a turn in the caller's own history is no secret to it: its copies stay visible
+            hidden -= self.turns_of(persona, [session])
         return ScopeFacts(
             private=frozenset(private),
             deleted=frozenset(self.deleted_sessions(persona)),
             project_peers=frozenset(self.project_peers(session)) if session else frozenset(),
-            # a turn in the caller's own history is no secret to it: other copies of it stay visible
-            hidden_turns=frozenset(self.turns_of(persona, private - {session})
-                                   - (self.turns_of(persona, [session]) if session else set())),
+            hidden_turns=frozenset(hidden),
         )
 
     def paths_of_turns(self, persona: str, turns: Iterable[str], *, except_sessions: Iterable[str] = ()) -> set[str]:
