@@ -103,3 +103,39 @@ def test_a_new_fork_of_the_private_session_is_kept_out_by_the_next_pass(world, w
         ix.close()
     assert not any("late-child" in f and t["s0"] in f for f in exported(config))
     assert ("late-child", t["s0"]) not in found(searcher, "main", mode="keyword")
+
+
+def _sync(config, **kw):
+    ix = Indexer(config, sinks=build_sinks(config, embedder=FakeEmbedder()), redact=lambda s: s,
+                 redaction_version="t")
+    try:
+        return sync_once(ix, **kw)
+    finally:
+        ix.close()
+
+
+def _no_copy_anywhere(config, searcher, t):
+    assert not any(t["s0"] in f for f in exported(config)), exported(config)
+    for caller in ("main", "other", None):
+        assert not {turn for _, turn in found(searcher, caller, mode="keyword")} & {t["s0"]}
+
+
+def test_a_forced_rebuild_does_not_put_a_forks_copy_back_into_the_export(world):
+    config, searcher, t = world
+    assert _sync(config, force=True).personas["atlas"].mode == "rebuild"
+    _no_copy_anywhere(config, searcher, t)
+
+
+def test_deleting_the_private_session_does_not_reveal_its_turns_in_forks(world, writer):
+    config, searcher, t = world
+    writer.set_session_status("room", "deleted")
+    _sync(config)  # room's own documents are purged; child's copies stay, and stay hidden
+    assert not any("/room/" in f for f in exported(config))
+    _no_copy_anywhere(config, searcher, t)
+
+
+def test_rewinding_the_private_session_does_not_reveal_its_turns_in_forks(world, writer):
+    config, searcher, t = world
+    writer.fork("room", t["m1"])  # room's head back before s0: s0 leaves room's indexed history
+    _sync(config)
+    _no_copy_anywhere(config, searcher, t)

@@ -45,7 +45,7 @@ from indexer.state.db import StateDB
 log = structlog.get_logger("exporters.lancedb.published")
 
 SCOPES_TABLE = "_scopes"
-SCOPES_FORMAT = 1
+SCOPES_FORMAT = 2  # 2: private_turns (a private session's turns copied into forks)
 
 
 class ScopeStateUnavailable(SinkError):

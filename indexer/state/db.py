@@ -33,6 +33,8 @@ from indexer.core.types import Document
 CURSOR_KEY = "memory_sessions_ledger_cursor_v1"
 INDEX_META_KEY = "memory_index_meta_v1"
 SCHEMA_VERSION_KEY = "schema_version"
+#: per persona, per private session: its turns that forks copied (kept while it stays private)
+PRIVATE_COPIES_KEY = "private_session_copies_v1"
 GLOBAL = ""  # scope of meta rows that belong to no persona
 
 
@@ -187,8 +189,20 @@ def _migration_4(db: SqliteDatabase, models) -> None:
     _create_indexes(db, INDEXES_4)
 
 
+#: Indexes of schema 5: the copies of a turn in other sessions (forks), looked up by turn id
+#: for scope resolution when a session is private.
+INDEXES_5 = {
+    "files_persona_turn": ("files", ("persona", "turn_id")),
+}
+
+
+def _migration_5(db: SqliteDatabase, models) -> None:
+    """An index on the files of a persona by turn: a private session's turns copied into forks."""
+    _create_indexes(db, INDEXES_5)
+
+
 # Append only; never edit a released migration.
-MIGRATIONS = [_migration_1, _migration_2, _migration_3, _migration_4]
+MIGRATIONS = [_migration_1, _migration_2, _migration_3, _migration_4, _migration_5]
 
 
 #: Scope facts kept per thread between state changes ((persona, session) pairs).
@@ -461,7 +475,7 @@ class StateDB:
         from indexer.core.scopes import ScopeFacts
 
         private = self.private_sessions(persona)
-        hidden = self.turns_of(persona, private - {session})
+        hidden = set().union(*self.private_copies(persona, private=private - {session}).values())
         if hidden and session:  # a turn in the caller's own history is no secret to it: its copies stay visible
             hidden -= self.turns_of(persona, [session])
         return ScopeFacts(
@@ -490,6 +504,44 @@ class StateDB:
             q = F.select(F.session_label).where((F.persona == persona) & F.turn_id.in_(part)
                                                 & F.session_label.is_null(False)).distinct()
             out.update(s for (s,) in q.tuples())
+        return out
+
+    def remember_private_copies(self, persona: str) -> None:
+        """Record, per private session, the turns of it that forks copied (``copied_turns``), and
+        keep them while the session stays private: its own documents may leave the index (deleted,
+        rewound) while the forks' copies stay. A session shared again is forgotten."""
+        private = self.private_sessions(persona)
+        before = self.get_json(PRIVATE_COPIES_KEY, persona) or {}
+        stored = {label: set(ids) for label, ids in before.items() if label in private}
+        for label in private:
+            stored[label] = stored.get(label, set()) | self.copied_turns(persona, [label])
+        after = {label: sorted(ids) for label, ids in stored.items() if ids}
+        if after != before:
+            self.set_json(PRIVATE_COPIES_KEY, after, persona)
+
+    def private_copies(self, persona: str, *, private: set[str] | None = None) -> dict[str, set[str]]:
+        """Per private session (of ``private``, default all): its turns held by other sessions, as
+        remembered and as indexed now."""
+        private = self.private_sessions(persona) if private is None else private
+        stored = self.get_json(PRIVATE_COPIES_KEY, persona) or {}
+        return {label: set(stored.get(label, ())) | self.copied_turns(persona, [label]) for label in sorted(private)}
+
+    def copied_turns(self, persona: str, sessions: Iterable[str]) -> set[str]:
+        """The turns of ``sessions`` that another session's indexed history holds too (copies a
+        fork made): only those need hiding elsewhere — a private session's other turns are hidden
+        with the session itself, and the scope filter stays short."""
+        labels = sorted(set(sessions))
+        if not labels:
+            return set()
+        out: set[str] = set()
+        for part in chunked(labels, 500):
+            marks = ", ".join("?" * len(part))
+            rows = self.db.execute_sql(
+                f"SELECT DISTINCT a.turn_id FROM files AS a JOIN files AS b ON b.persona = a.persona "
+                f"AND b.turn_id = a.turn_id AND b.session_label IS NOT a.session_label "
+                f"WHERE a.persona = ? AND a.turn_id IS NOT NULL AND a.session_label IN ({marks}) "
+                f"AND b.session_label NOT IN ({marks})", [persona, *part, *labels])
+            out.update(t for (t,) in rows.fetchall())
         return out
 
     def turns_of(self, persona: str, sessions: Iterable[str]) -> set[str]:
@@ -521,8 +573,8 @@ class StateDB:
                 personas[persona] = {"private": sorted(private),
                                      "deleted": sorted(self.deleted_sessions(persona)),
                                      "build": identity.as_dict() if identity else None,
-                                     "private_turns": {label: sorted(self.turns_of(persona, [label]))
-                                                       for label in sorted(private)}}
+                                     "private_turns": {label: sorted(ids) for label, ids
+                                                       in self.private_copies(persona, private=private).items()}}
             return {"personas": personas, "projects": self.projects()}
 
     def deleted_sessions(self, persona: str) -> set[str]:

@@ -510,6 +510,7 @@ def sync_once(
                     _rebuild(ix, reader, persona, ps, stop, progress)
                 if mode != "rebuild":
                     ps.documents_written += ix.sync_memory(persona)
+                ix.state.remember_private_copies(persona)  # before its documents could leave (delete, rewind)
                 removed, restored = reconcile_unscoped(ix, reader, persona)
                 ps.documents_deleted += removed
                 ps.documents_written += restored

@@ -57,7 +57,8 @@ def private_turns(ix: Indexer, persona: str, docs: Sequence[Document] = ()) -> s
     private = ix.state.private_sessions(persona)
     if not private:
         return set()
-    return ix.state.turns_of(persona, private) | {d.turn_id for d in docs if d.session in private and d.turn_id}
+    remembered = set().union(*ix.state.private_copies(persona, private=private).values())
+    return remembered | {d.turn_id for d in docs if d.session in private and d.turn_id}
 
 
 def filter_hidden(ix: Indexer, persona: str, docs: Sequence[Document]) -> tuple[list[Document], list[Document]]:
@@ -161,17 +162,20 @@ def switch_in_rebuild(ix: Indexer, persona: str, sink: Exporter, rebuild: Rebuil
     and what the new set no longer holds is removed.
     """
     hidden = ix.state.hidden_sessions(persona)
-    if staged_sessions & hidden:
+    turns = private_turns(ix, persona, docs)  # copies of a private session's turns (forks): never exported
+    held_back = {d.path for d in withheld}
+    copies_staged = any(d.turn_id in turns and d.path not in held_back for d in docs)
+    if staged_sessions & hidden or copies_staged:
         rebuild.abort()
-        keep = [d for d in docs if d.session not in hidden]
+        keep = [d for d in docs if d.session not in hidden and d.turn_id not in turns]
         for start in range(0, len(keep), RESTORE_DOCS_PER_WRITE):
             sink.upsert(persona, keep[start:start + RESTORE_DOCS_PER_WRITE])
         sink.delete(persona, sink.paths(persona) - {d.path for d in keep})
         log.info("export.rebuild_written_in_place", persona=persona, sink=sink.name, documents=len(keep),
-                 reason="a session became private during the rebuild")
+                 reason="a session became private during the rebuild, or a fork copied a private session's turns")
         return
     rebuild.commit()
-    missing = [d for d in withheld if d.session not in hidden]
+    missing = [d for d in withheld if d.session not in hidden and d.turn_id not in turns]
     for start in range(0, len(missing), RESTORE_DOCS_PER_WRITE):
         sink.upsert(persona, missing[start:start + RESTORE_DOCS_PER_WRITE])
     if missing:
@@ -210,6 +214,7 @@ def apply_visibility(ix: Indexer, label: str, visibility: str) -> VisibilityAppl
         with ix.scope_change():  # object storage: readers see it before the state DB commits it
             if not ix.state.set_visibility(label, visibility):
                 return None
+            ix.state.remember_private_copies(record.persona)
         removed = restored = 0
         if unscoped_sinks(ix):
             try:
