@@ -139,3 +139,15 @@ def test_rewinding_the_private_session_does_not_reveal_its_turns_in_forks(world,
     writer.fork("room", t["m1"])  # room's head back before s0: s0 leaves room's indexed history
     _sync(config)
     _no_copy_anywhere(config, searcher, t)
+
+
+def test_a_private_forks_inherited_history_stays_visible_in_its_parent(world):
+    """room inherited m0 m1 from main when it forked: those are main's turns, not room's, and making
+    room private hides neither main's copies nor the export's."""
+    config, searcher, t = world
+    for caller in ("other", None):
+        seen = found(searcher, caller, query="the heron plan goes live soon", mode="keyword")
+        assert ("main", t["m1"]) in seen and ("room", t["m1"]) not in seen, seen
+    files = exported(config)
+    assert {f"sessions/main/turns/{t['m0']}.md", f"sessions/main/turns/{t['m1']}.md"} <= files
+    assert not any("/room/" in f for f in files)

@@ -33,8 +33,8 @@ from indexer.core.types import Document
 CURSOR_KEY = "memory_sessions_ledger_cursor_v1"
 INDEX_META_KEY = "memory_index_meta_v1"
 SCHEMA_VERSION_KEY = "schema_version"
-#: per persona, per private session: its turns that forks copied (kept while it stays private)
-PRIVATE_COPIES_KEY = "private_session_copies_v1"
+#: per persona, per private session: the turns it said itself (kept while it stays private)
+PRIVATE_TURNS_KEY = "private_session_own_turns_v1"
 GLOBAL = ""  # scope of meta rows that belong to no persona
 
 
@@ -506,25 +506,44 @@ class StateDB:
             out.update(s for (s,) in q.tuples())
         return out
 
-    def remember_private_copies(self, persona: str) -> None:
-        """Record, per private session, the turns of it that forks copied (``copied_turns``), and
-        keep them while the session stays private: its own documents may leave the index (deleted,
-        rewound) while the forks' copies stay. A session shared again is forgotten."""
+    def remember_private_turns(self, persona: str, own: dict[str, set[str]] | None = None) -> None:
+        """Record, per private session, the turns it said itself (``own``: from the ledger, those
+        started after the session was created — not the history a fork inherited), added to what
+        was recorded before and kept while the session stays private: its own documents may leave
+        the index (deleted, rewound) while forks keep copies. A session shared again is forgotten."""
         private = self.private_sessions(persona)
-        before = self.get_json(PRIVATE_COPIES_KEY, persona) or {}
+        before = self.get_json(PRIVATE_TURNS_KEY, persona) or {}
         stored = {label: set(ids) for label, ids in before.items() if label in private}
-        for label in private:
-            stored[label] = stored.get(label, set()) | self.copied_turns(persona, [label])
-        after = {label: sorted(ids) for label, ids in stored.items() if ids}
+        for label, ids in (own or {}).items():
+            if label in private:
+                stored[label] = stored.get(label, set()) | set(ids)
+        after = {label: sorted(ids) for label, ids in stored.items()}
         if after != before:
-            self.set_json(PRIVATE_COPIES_KEY, after, persona)
+            self.set_json(PRIVATE_TURNS_KEY, after, persona)
 
     def private_copies(self, persona: str, *, private: set[str] | None = None) -> dict[str, set[str]]:
-        """Per private session (of ``private``, default all): its turns held by other sessions, as
-        remembered and as indexed now."""
+        """Per private session (of ``private``, default all): its own turns that another session
+        holds (a fork's copies) — what must be hidden in every copy. A session whose own turns
+        were never recorded (made private while the ledger could not be read) counts every turn
+        of its indexed history as its own until the next pass records them."""
         private = self.private_sessions(persona) if private is None else private
-        stored = self.get_json(PRIVATE_COPIES_KEY, persona) or {}
-        return {label: set(stored.get(label, ())) | self.copied_turns(persona, [label]) for label in sorted(private)}
+        stored = self.get_json(PRIVATE_TURNS_KEY, persona) or {}
+        out: dict[str, set[str]] = {}
+        for label in sorted(private):
+            own = stored.get(label)
+            out[label] = (self.copied_turns(persona, [label]) if own is None
+                          else self.held_elsewhere(persona, own, label))
+        return out
+
+    def held_elsewhere(self, persona: str, turns: Iterable[str], label: str) -> set[str]:
+        """Those of ``turns`` that a session other than ``label`` holds (by the index on turns)."""
+        F = self.File
+        out: set[str] = set()
+        for part in chunked(sorted(set(turns)), 500):
+            q = F.select(F.turn_id).where((F.persona == persona) & F.turn_id.in_(part)
+                                          & (F.session_label != label)).distinct()
+            out.update(t for (t,) in q.tuples())
+        return out
 
     def copied_turns(self, persona: str, sessions: Iterable[str]) -> set[str]:
         """The turns of ``sessions`` that another session's indexed history holds too (copies a

@@ -33,7 +33,7 @@ from indexer.state.db import now_ms
 from indexer.sync.build import Built, build_sessions
 from indexer.sync.context import Indexer
 from indexer.sync.quiet import LedgerStamp, ledger_stamp
-from indexer.sync.visibility import UNSCOPED_WRITES, reconcile_unscoped, switch_in_rebuild
+from indexer.sync.visibility import UNSCOPED_WRITES, reconcile_unscoped, remember_private_turns, switch_in_rebuild
 from ledger.reader import LedgerReader
 from ledger.rows import SessionRow
 
@@ -510,7 +510,9 @@ def sync_once(
                     _rebuild(ix, reader, persona, ps, stop, progress)
                 if mode != "rebuild":
                     ps.documents_written += ix.sync_memory(persona)
-                ix.state.remember_private_copies(persona)  # before its documents could leave (delete, rewind)
+                if not ix.quiet.unchanged("private", persona, stamp):  # the ledger moved: read own turns again
+                    remember_private_turns(ix, reader, persona)  # kept past a delete or rewind of the session
+                    ix.quiet.ran("private", persona, stamp)
                 removed, restored = reconcile_unscoped(ix, reader, persona)
                 ps.documents_deleted += removed
                 ps.documents_written += restored

@@ -27,7 +27,7 @@ import structlog
 from exporters.base import Exporter, Rebuild
 from indexer.core.safe_names import safe_segment
 from indexer.core.types import Document
-from indexer.sync.build import build_sessions
+from indexer.sync.build import build_sessions, parse_ancestry
 from indexer.sync.context import Indexer
 from ledger.connection import LedgerUnavailable
 from ledger.reader import LedgerReader
@@ -59,6 +59,36 @@ def private_turns(ix: Indexer, persona: str, docs: Sequence[Document] = ()) -> s
         return set()
     remembered = set().union(*ix.state.private_copies(persona, private=private).values())
     return remembered | {d.turn_id for d in docs if d.session in private and d.turn_id}
+
+
+def own_turns(reader: LedgerReader, labels: Sequence[str]) -> dict[str, set[str]]:
+    """Per session, the turns of its history it said itself: started at or after the session was
+    created (a fork's inherited history predates it). A time missing on either side counts as the
+    session's own (hidden rather than shown)."""
+    with reader.snapshot():
+        rows = reader.sessions(labels=labels)
+        threads = reader.threads(r.thread_id for r in rows)
+        ancestries = {}
+        for r in rows:
+            thread = threads.get(r.thread_id)
+            ancestries[r.label] = parse_ancestry(thread.ancestry_json, r.thread_id) or [] if thread else []
+        turns = reader.turns(t for ids in ancestries.values() for t in ids)
+    created = {r.label: r.created_at for r in rows}
+    out: dict[str, set[str]] = {}
+    for label, ids in ancestries.items():
+        out[label] = {t for t in ids if not created[label] or t not in turns or not turns[t].started_at
+                      or turns[t].started_at >= created[label]}
+    return out
+
+
+def remember_private_turns(ix: Indexer, reader: LedgerReader | None, persona: str) -> None:
+    """Record the own turns of ``persona``'s private sessions (needs the ledger; without it the
+    sessions' whole indexed history counts until a pass records them)."""
+    private = ix.state.private_sessions(persona)
+    if private and reader is not None:
+        ix.state.remember_private_turns(persona, own_turns(reader, sorted(private)))
+    elif not private:
+        ix.state.remember_private_turns(persona)  # forgets sessions shared again
 
 
 def filter_hidden(ix: Indexer, persona: str, docs: Sequence[Document]) -> tuple[list[Document], list[Document]]:
@@ -211,29 +241,30 @@ def apply_visibility(ix: Indexer, label: str, visibility: str) -> VisibilityAppl
         record = ix.state.session(label)
         if record is None:
             return None
-        with ix.scope_change():  # object storage: readers see it before the state DB commits it
-            if not ix.state.set_visibility(label, visibility):
-                return None
-            ix.state.remember_private_copies(record.persona)
+        try:
+            reader = ix.reader()  # the private session's own turns; a restore's documents
+        except LedgerUnavailable as exc:
+            log.warning("export.restore_deferred", session=label, error=str(exc))
+            reader = None  # own turns counted in full, restores deferred, until a pass reads the ledger
         removed = restored = 0
-        if unscoped_sinks(ix):
-            try:
-                reader = ix.reader()
-            except LedgerUnavailable as exc:
-                log.warning("export.restore_deferred", session=label, error=str(exc))
-                reader = None
-            try:
+        try:
+            with ix.scope_change():  # object storage: readers see it before the state DB commits it
+                if not ix.state.set_visibility(label, visibility):
+                    return None
+                remember_private_turns(ix, reader, record.persona)
+            if unscoped_sinks(ix):
                 removed, restored = reconcile_unscoped(ix, reader, record.persona)
-            finally:
-                if reader is not None:
-                    reader.close()
-            if removed or restored:
-                for sink in unscoped_sinks(ix):
-                    sink.after_batch()
+                if removed or restored:
+                    for sink in unscoped_sinks(ix):
+                        sink.after_batch()
+        finally:
+            if reader is not None:
+                reader.close()
     log.info("session.visibility", session=label, persona=record.persona, visibility=visibility,
              removed=removed, restored=restored)
     return VisibilityApplied(label, record.persona, visibility, removed, restored)
 
 
-__all__ = ["UNSCOPED_WRITES", "VisibilityApplied", "apply_visibility", "filter_hidden", "reconcile_unscoped",
+__all__ = ["UNSCOPED_WRITES", "VisibilityApplied", "apply_visibility", "filter_hidden", "own_turns",
+           "reconcile_unscoped", "remember_private_turns",
            "switch_in_rebuild", "unscoped_sinks"]
