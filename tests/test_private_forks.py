@@ -151,3 +151,28 @@ def test_a_private_forks_inherited_history_stays_visible_in_its_parent(world):
     files = exported(config)
     assert {f"sessions/main/turns/{t['m0']}.md", f"sessions/main/turns/{t['m1']}.md"} <= files
     assert not any("/room/" in f for f in files)
+
+
+def test_a_forks_copy_of_a_new_private_turn_is_hidden_from_the_pass_that_indexes_it(world, writer):
+    """room says something new and is forked at once: the pass that indexes both knows the new turn
+    as room's own before it writes the fork's copy (no window in which the copy shows)."""
+    config, searcher, t = world
+    fresh = writer.turn("room", user="a fresh private kumquat remark")
+    writer.fork("fresh-child", fresh)
+    seen: list[set] = []
+    from exporters.lancedb import LanceSink
+
+    real_upsert = LanceSink.upsert
+
+    def upsert_then_look(self, persona, docs):
+        real_upsert(self, persona, docs)
+        seen.append({turn for _, turn in found(searcher, "other", query="fresh private kumquat remark",
+                                                    mode="keyword")})
+
+    import pytest as _pytest
+
+    with _pytest.MonkeyPatch.context() as mp:
+        mp.setattr(LanceSink, "upsert", upsert_then_look)
+        _sync(config)
+    assert seen and not any(fresh in s for s in seen), seen  # searched after every write of the pass
+    assert not any(fresh in f for f in exported(config))

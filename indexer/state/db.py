@@ -531,18 +531,23 @@ class StateDB:
         out: dict[str, set[str]] = {}
         for label in sorted(private):
             own = stored.get(label)
-            out[label] = (self.copied_turns(persona, [label]) if own is None
-                          else self.held_elsewhere(persona, own, label))
+            if own is None:
+                out[label] = self.copied_turns(persona, [label])
+                continue
+            # held by another session (a fork's copy), or recorded nowhere yet: a pass writes the
+            # sinks before it records the files, so a copy being written is already searchable
+            holders = self.turn_holders(persona, own)
+            out[label] = {t for t in own if holders.get(t, {label}) - {label} or t not in holders}
         return out
 
-    def held_elsewhere(self, persona: str, turns: Iterable[str], label: str) -> set[str]:
-        """Those of ``turns`` that a session other than ``label`` holds (by the index on turns)."""
+    def turn_holders(self, persona: str, turns: Iterable[str]) -> dict[str, set[str]]:
+        """Per turn of ``turns``, the sessions whose indexed history holds it (by the index on turns)."""
         F = self.File
-        out: set[str] = set()
+        out: dict[str, set[str]] = {}
         for part in chunked(sorted(set(turns)), 500):
-            q = F.select(F.turn_id).where((F.persona == persona) & F.turn_id.in_(part)
-                                          & (F.session_label != label)).distinct()
-            out.update(t for (t,) in q.tuples())
+            q = F.select(F.turn_id, F.session_label).where((F.persona == persona) & F.turn_id.in_(part))
+            for turn, label in q.tuples():
+                out.setdefault(turn, set()).add(label)
         return out
 
     def copied_turns(self, persona: str, sessions: Iterable[str]) -> set[str]:

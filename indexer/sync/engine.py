@@ -502,6 +502,11 @@ def sync_once(
             ps = PersonaSummary(persona=persona, mode=mode, cursor_before=cursor, head=head)
             summary.personas[persona] = ps
             try:
+                # Before any write: a private session's turns this pass indexes are known as its own before a
+                # fork's copies of them are (read again only when the ledger moved; kept past a delete or rewind).
+                if not ix.quiet.unchanged("private", persona, stamp):
+                    remember_private_turns(ix, reader, persona)
+                    ix.quiet.ran("private", persona, stamp)
                 if mode == "tail":
                     _tail(ix, reader, persona, cursor or 0, ps, stop, progress, retry_bad=retry_bad, stamp=stamp)
                 elif mode == "backfill":
@@ -510,9 +515,6 @@ def sync_once(
                     _rebuild(ix, reader, persona, ps, stop, progress)
                 if mode != "rebuild":
                     ps.documents_written += ix.sync_memory(persona)
-                if not ix.quiet.unchanged("private", persona, stamp):  # the ledger moved: read own turns again
-                    remember_private_turns(ix, reader, persona)  # kept past a delete or rewind of the session
-                    ix.quiet.ran("private", persona, stamp)
                 removed, restored = reconcile_unscoped(ix, reader, persona)
                 ps.documents_deleted += removed
                 ps.documents_written += restored
