@@ -461,21 +461,28 @@ class StateDB:
             stamp = (conn, version, conn.total_changes)
             memo = self._facts
             if getattr(memo, "stamp", None) != stamp:
-                memo.stamp, memo.entries = stamp, {}
+                memo.stamp, memo.entries, memo.copies = stamp, {}, {}
             key = (persona, session)
             facts = memo.entries.get(key)
             if facts is None:
-                facts = self._read_facts(persona, session)
+                facts = self._read_facts(persona, session, memo.copies)
                 if len(memo.entries) >= FACTS_MEMO_ENTRIES:
                     memo.entries.clear()
                 memo.entries[key] = facts
             return facts
 
-    def _read_facts(self, persona: str, session: str | None):
+    def _read_facts(self, persona: str, session: str | None, copies: dict | None = None):
+        """``copies``: private sessions' hidden turns per persona, shared by every caller's facts at
+        one state (one read per persona and state, not per caller)."""
         from indexer.core.scopes import ScopeFacts
 
         private = self.private_sessions(persona)
-        hidden = set().union(*self.private_copies(persona, private=private - {session}).values())
+        per_label = copies.get(persona) if copies is not None else None
+        if per_label is None:
+            per_label = self.private_copies(persona, private=private)
+            if copies is not None:
+                copies[persona] = per_label
+        hidden = set().union(*(ids for label, ids in per_label.items() if label != session))
         if hidden and session:  # a turn in the caller's own history is no secret to it: its copies stay visible
             hidden -= self.turns_of(persona, [session])
         return ScopeFacts(
