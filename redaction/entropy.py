@@ -43,6 +43,7 @@ _PLACEHOLDER_WORDS = frozenset(
 
 # Substrings that mark a template value rather than a literal secret.
 _PLACEHOLDER_MARKS = ("xxxx", "****", "...", "\u2026", "<", ">", "${", "{{", "}}", "[redacted:")
+_PLACEHOLDER_MARKS_NOT_X = tuple(m for m in _PLACEHOLDER_MARKS if m != "xxxx")
 # Words that mark one, but only in word-like values: a random token can
 # contain "todo" or "your" by chance (…hecTODOq…), and must still be masked.
 _PLACEHOLDER_WORDS_IN = ("your", "example", "placeholder", "redacted", "changeme", "change_me", "change-me",
@@ -68,7 +69,9 @@ def is_placeholder(value: str) -> bool:
     low = v.lower()
     if low in _PLACEHOLDER_WORDS or _SAME_CHAR_RE.fullmatch(v):
         return True
-    if any(part in low for part in _PLACEHOLDER_MARKS):
+    # "xxxx" marks a template ("sk-xxxx…") but occurs by chance in a random token (…89ABXXXx…)
+    marks = _PLACEHOLDER_MARKS if not _looks_random(v) else _PLACEHOLDER_MARKS_NOT_X
+    if any(part in low for part in marks):
         return True
     if not _looks_random(v) and any(part in low for part in _PLACEHOLDER_WORDS_IN):
         return True
