@@ -176,3 +176,15 @@ def test_a_forks_copy_of_a_new_private_turn_is_hidden_from_the_pass_that_indexes
         _sync(config)
     assert seen and not any(fresh in s for s in seen), seen  # searched after every write of the pass
     assert not any(fresh in f for f in exported(config))
+
+
+def test_a_compaction_a_fork_makes_of_private_turns_is_hidden_like_them(world, writer):
+    """child carries room's own turns; a summary child writes of them is private content too (hidden
+    from others, kept out of the export); a compaction main made before any fork stays main's."""
+    config, searcher, t = world
+    derived = writer.compaction("child", f"child's summary: the {SECRET_WORDS}")
+    _sync(config)
+    for caller in ("main", "other", None):
+        assert derived not in {turn for _, turn in found(searcher, caller, mode="keyword")}
+    assert derived in {turn for _, turn in found(searcher, "child", mode="keyword")}
+    assert not any(derived in f for f in exported(config))

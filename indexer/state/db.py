@@ -539,13 +539,30 @@ class StateDB:
         for label in sorted(private):
             own = stored.get(label)
             if own is None:
-                out[label] = self.copied_turns(persona, [label])
-                continue
-            # held by another session (a fork's copy), or recorded nowhere yet: a pass writes the
-            # sinks before it records the files, so a copy being written is already searchable
-            holders = self.turn_holders(persona, own)
-            out[label] = {t for t in own if holders.get(t, {label}) - {label} or t not in holders}
+                hidden = self.copied_turns(persona, [label])
+                holders = self.turn_holders(persona, hidden)
+            else:
+                # held by another session (a fork's copy), or recorded nowhere yet: a pass writes the
+                # sinks before it records the files, so a copy being written is already searchable
+                holders = self.turn_holders(persona, own)
+                hidden = {t for t in own if holders.get(t, {label}) - {label} or t not in holders}
+            forks = set().union(*(holders.get(t, set()) for t in hidden)) - {label}
+            out[label] = hidden | self._fork_compactions(persona, forks, label)
         return out
+
+    def _fork_compactions(self, persona: str, forks: set[str], label: str) -> set[str]:
+        """Compactions made in ``forks`` (sessions holding copies of ``label``'s own turns) and held
+        by no other session: they summarise the private history they carry."""
+        if not forks:
+            return set()
+        F = self.File
+        found: set[str] = set()
+        for part in chunked(sorted(forks), 500):
+            q = F.select(F.turn_id).where((F.persona == persona) & F.session_label.in_(part)
+                                          & (F.kind == "compaction") & F.turn_id.is_null(False))
+            found.update(t for (t,) in q.tuples())
+        holders = self.turn_holders(persona, found)
+        return {t for t in found if holders.get(t, set()) <= forks | {label}}
 
     def turn_holders(self, persona: str, turns: Iterable[str]) -> dict[str, set[str]]:
         """Per turn of ``turns``, the sessions whose indexed history holds it (by the index on turns)."""
