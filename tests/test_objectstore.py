@@ -582,3 +582,25 @@ def test_project_changes_go_through_the_running_writer_daemon_and_name_unknown_l
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     assert proc.returncode == 0
+
+
+def test_a_reader_reads_the_scope_state_an_older_writer_published():
+    """Readers are upgraded first (README): a format-1 state (before private forks) is read as it is."""
+    from exporters.lancedb.published import PersonaScopes, ScopeSnapshot
+
+    snap = ScopeSnapshot({"atlas": PersonaScopes(frozenset({"dm"}), frozenset({"gone"}), None)}, {"p": ("a", "b")})
+    rows = snap.rows().to_pylist()
+    for row in rows:
+        data = json.loads(row["data"])
+        if row["kind"] == "meta":
+            data.update(format=1, digest=snap.digest(1))
+        elif row["kind"] == "persona":
+            data.pop("private_turns")
+        row["data"] = json.dumps(data)
+    read = ScopeSnapshot.from_rows(rows, "test")
+    facts = read.facts("atlas", "a")
+    assert (facts.private, facts.deleted, facts.project_peers, facts.hidden_turns) == (
+        frozenset({"dm"}), frozenset({"gone"}), frozenset({"a", "b"}), frozenset())
+    rows[0]["data"] = json.dumps({**json.loads(rows[0]["data"]), "format": 3})
+    with pytest.raises(ScopeStateUnavailable, match="unknown format"):
+        ScopeSnapshot.from_rows(rows, "test")

@@ -46,6 +46,7 @@ log = structlog.get_logger("exporters.lancedb.published")
 
 SCOPES_TABLE = "_scopes"
 SCOPES_FORMAT = 2  # 2: private_turns (a private session's turns copied into forks)
+READABLE_FORMATS = (1, 2)  # readers upgrade first: a format-1 writer's state is still read
 
 
 class ScopeStateUnavailable(SinkError):
@@ -84,9 +85,10 @@ class ScopeSnapshot:
             projects={k: tuple(v) for k, v in raw["projects"].items()},
         )
 
-    def digest(self) -> str:
-        """Of the facts only (not when or by whom they were published)."""
-        body = {"personas": {p: [sorted(v.private), sorted(v.deleted), v.build, _turns_json(v.private_turns)]
+    def digest(self, format_: int = SCOPES_FORMAT) -> str:
+        """Of the facts only (not when or by whom they were published), as format ``format_`` wrote it."""
+        body = {"personas": {p: [sorted(v.private), sorted(v.deleted), v.build,
+                                 *([_turns_json(v.private_turns)] if format_ >= 2 else [])]
                              for p, v in self.personas.items()},
                 "projects": {k: sorted(v) for k, v in self.projects.items()}}
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode("utf-8", "surrogatepass")).hexdigest()
@@ -140,11 +142,12 @@ class ScopeSnapshot:
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ScopeStateUnavailable(f"lancedb: the published scope state in {where} is unreadable ({e}); "
                                         "searches are refused until the writer publishes it again") from e
-        if not meta or meta.get("format") != SCOPES_FORMAT or projects is None:
+        # format 1 (a writer before private forks): read as it is, without the forks' hidden turns
+        if not meta or meta.get("format") not in READABLE_FORMATS or projects is None:
             raise ScopeStateUnavailable(f"lancedb: the published scope state in {where} is incomplete or of an "
                                         "unknown format; searches are refused until the writer publishes it again")
         snap = cls(personas, projects, int(meta.get("published_ms") or 0), meta.get("writer") or None)
-        if meta.get("digest") != snap.digest():
+        if meta.get("digest") != snap.digest(int(meta["format"])):
             raise ScopeStateUnavailable(f"lancedb: the published scope state in {where} does not match its digest; "
                                         "searches are refused until the writer publishes it again")
         return snap
