@@ -188,3 +188,11 @@ def test_a_compaction_a_fork_makes_of_private_turns_is_hidden_like_them(world, w
         assert derived not in {turn for _, turn in found(searcher, caller, mode="keyword")}
     assert derived in {turn for _, turn in found(searcher, "child", mode="keyword")}
     assert not any(derived in f for f in exported(config))
+
+
+def test_a_forced_rebuild_keeps_the_parents_history_in_the_export(world):
+    """A rebuild writes room's documents and main's in the same batches: main's own turns (which room
+    inherited) stay exported."""
+    config, searcher, t = world
+    assert _sync(config, force=True).personas["atlas"].mode == "rebuild"
+    assert {f"sessions/main/turns/{t['m0']}.md", f"sessions/main/turns/{t['m1']}.md"} <= exported(config)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from indexer.core.errors import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CliError
+from indexer.core.errors import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CliError, first_invalid
 
 __all__ = ["EXIT_OK", "EXIT_FAIL", "EXIT_USAGE", "CliError", "defer_logging", "ensure_logging", "print_json"]
 
@@ -31,13 +31,8 @@ def print_json(obj) -> None:
 def invalid_line(exc: Exception) -> str:
     """A refused request in one line, as the HTTP API words it (``query: query is blank``): pydantic's
     own message spans several lines and links its docs. Not a validation error: its text, one line."""
-    errors = getattr(exc, "errors", None)
-    if not callable(errors):
+    first = first_invalid(exc)
+    if first is None:
         return " ".join(str(exc).split())
-    found = errors(include_url=False, include_input=False)
-    if not found:
-        return " ".join(str(exc).split())
-    head = found[0]
-    field = ".".join(str(p) for p in head.get("loc", ())) or "request"
-    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
-    return f"{field}: {str(head.get('msg', 'invalid')).removeprefix('Value error, ')}{more}"
+    field, message, _kind, more = first
+    return f"{field or 'request'}: {message}" + (f" (and {more} more)" if more else "")

@@ -30,6 +30,19 @@ def describe(exc: BaseException) -> str:
     return f"{type(root).__name__}: {root} (surfaced as {top})"
 
 
+def first_invalid(exc: BaseException) -> tuple[str, str, str, int] | None:
+    """A pydantic ``ValidationError`` as (field, message, error type, how many more errors) of its
+    first error — the one line every door (API, CLI, MCP) shows; None for another exception."""
+    errors = getattr(exc, "errors", None)
+    found = errors(include_url=False, include_input=False) if callable(errors) else None
+    if not found:
+        return None
+    head = found[0]
+    field = ".".join(str(p) for p in head.get("loc", ()))
+    return field, str(head.get("msg", "invalid")).removeprefix("Value error, "), str(head.get("type", "")), \
+        len(found) - 1
+
+
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 

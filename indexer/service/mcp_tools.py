@@ -24,8 +24,9 @@ import json
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Protocol
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from indexer.core.errors import first_invalid
 from indexer.core.scopes import Scope, resolve
 from indexer.search.searcher import MAX_QUERY_CHARS, SearchRequest
 from indexer.service.api.models import GetResponseModel, SearchResponseModel
@@ -116,18 +117,12 @@ def _no_nul(value: Any) -> Any:
     return value
 
 
-def _not_blank(value: str) -> str:
-    if not value.strip():
-        raise ValueError("query is blank")
-    return value
-
-
 class SearchArgs(BaseModel):
     """``memory_search`` arguments. No ``persona`` or ``session``: the server fixes them."""
 
     model_config = ConfigDict(extra="forbid", title="memory_search arguments")
 
-    query: Annotated[str, BeforeValidator(_no_nul), AfterValidator(_not_blank)] = Field(
+    query: Annotated[str, BeforeValidator(_no_nul)] = Field(
         min_length=1, max_length=MAX_QUERY_CHARS,
         description="What to recall, in natural words: a topic, a decision, a name, a date (\"last week\", "
                     "\"in March\", \"2025-03-01\" favour what was said then).")
@@ -180,16 +175,14 @@ def parse_args(tool: str, model: type[BaseModel], raw: dict[str, Any], principal
 
 def _refusal(tool: str, model: type[BaseModel], exc: ValidationError) -> ToolFailure:
     """One line naming the first argument that failed (never its value)."""
-    errors = exc.errors(include_url=False, include_input=False)
-    head = errors[0]
-    field = ".".join(str(p) for p in head["loc"]) or "arguments"
-    if head["type"] == "extra_forbidden":
+    field, msg, kind, more = first_invalid(exc) or ("", str(exc), "", 0)
+    field = field or "arguments"
+    if kind == "extra_forbidden":
         allowed = ", ".join(f.alias or name for name, f in model.model_fields.items())
         message = f"unknown argument {field!r} (arguments: {allowed})"
     else:
-        message = f"invalid argument {field!r}: {head['msg'].removeprefix('Value error, ')}"
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return ToolFailure(f"{tool}: {message}{more}", "invalid_argument")
+        message = f"invalid argument {field!r}: {msg}"
+    return ToolFailure(f"{tool}: {message}" + (f" (and {more} more)" if more else ""), "invalid_argument")
 
 
 def search_request(principal: McpPrincipal, args: SearchArgs) -> SearchRequest:

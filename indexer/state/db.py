@@ -539,13 +539,11 @@ class StateDB:
         for label in sorted(private):
             own = stored.get(label)
             if own is None:
-                hidden = self.copied_turns(persona, [label])
-                holders = self.turn_holders(persona, hidden)
-            else:
-                # held by another session (a fork's copy), or recorded nowhere yet: a pass writes the
-                # sinks before it records the files, so a copy being written is already searchable
-                holders = self.turn_holders(persona, own)
-                hidden = {t for t in own if holders.get(t, {label}) - {label} or t not in holders}
+                own = self.turns_of(persona, [label])
+            # held by another session (a fork's copy), or recorded nowhere yet: a pass writes the
+            # sinks before it records the files, so a copy being written is already searchable
+            holders = self.turn_holders(persona, own)
+            hidden = {t for t in own if holders.get(t, {label}) - {label} or t not in holders}
             forks = set().union(*(holders.get(t, set()) for t in hidden)) - {label}
             out[label] = hidden | self._fork_compactions(persona, forks, label)
         return out
@@ -572,24 +570,6 @@ class StateDB:
             q = F.select(F.turn_id, F.session_label).where((F.persona == persona) & F.turn_id.in_(part))
             for turn, label in q.tuples():
                 out.setdefault(turn, set()).add(label)
-        return out
-
-    def copied_turns(self, persona: str, sessions: Iterable[str]) -> set[str]:
-        """The turns of ``sessions`` that another session's indexed history holds too (copies a
-        fork made): only those need hiding elsewhere — a private session's other turns are hidden
-        with the session itself, and the scope filter stays short."""
-        labels = sorted(set(sessions))
-        if not labels:
-            return set()
-        out: set[str] = set()
-        for part in chunked(labels, 500):
-            marks = ", ".join("?" * len(part))
-            rows = self.db.execute_sql(
-                f"SELECT DISTINCT a.turn_id FROM files AS a JOIN files AS b ON b.persona = a.persona "
-                f"AND b.turn_id = a.turn_id AND b.session_label IS NOT a.session_label "
-                f"WHERE a.persona = ? AND a.turn_id IS NOT NULL AND a.session_label IN ({marks}) "
-                f"AND b.session_label NOT IN ({marks})", [persona, *part, *labels])
-            out.update(t for (t,) in rows.fetchall())
         return out
 
     def turns_of(self, persona: str, sessions: Iterable[str]) -> set[str]:

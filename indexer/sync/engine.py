@@ -459,7 +459,7 @@ def _check_named(ix: Indexer, reader: LedgerReader, personas: Sequence[str]) -> 
              | set(ix.state.personas_indexed()))
     unknown = sorted(set(personas) - known)
     if unknown:
-        raise UnknownPersonas(f"unknown persona(s): {', '.join(map(repr, unknown))} — the ledger has "
+        raise UnknownPersonas(f"unknown persona(s): {', '.join(map(repr, unknown))} — known: "
                               f"{', '.join(map(repr, sorted(known))) or 'none yet'} (names are case-sensitive)")
 
 

@@ -50,15 +50,14 @@ def unscoped_sinks(ix: Indexer) -> list[Exporter]:
     return [sink for sink in ix.sinks if not sink.enforces_scopes]
 
 
-def private_turns(ix: Indexer, persona: str, docs: Sequence[Document] = ()) -> set[str]:
-    """Turn ids in the history of a private session of ``persona`` (the state DB's, and those of
-    ``docs`` about to be recorded): no copy of them, under any session's label, may sit in a sink
-    without scopes — a fork of a private session carries its history."""
+def private_turns(ix: Indexer, persona: str) -> set[str]:
+    """The turns of ``persona``'s private sessions that forks carry (``StateDB.private_copies``; their
+    own turns are recorded before a pass writes anything): no copy of them, under any session's
+    label, may sit in a sink without scopes."""
     private = ix.state.private_sessions(persona)
     if not private:
         return set()
-    remembered = set().union(*ix.state.private_copies(persona, private=private).values())
-    return remembered | {d.turn_id for d in docs if d.session in private and d.turn_id}
+    return set().union(*ix.state.private_copies(persona, private=private).values())
 
 
 def own_turns(reader: LedgerReader, labels: Sequence[str]) -> dict[str, set[str]]:
@@ -85,17 +84,15 @@ def remember_private_turns(ix: Indexer, reader: LedgerReader | None, persona: st
     """Record the own turns of ``persona``'s private sessions (needs the ledger; without it the
     sessions' whole indexed history counts until a pass records them)."""
     private = ix.state.private_sessions(persona)
-    if private and reader is not None:
-        ix.state.remember_private_turns(persona, own_turns(reader, sorted(private)))
-    elif not private:
-        ix.state.remember_private_turns(persona)  # forgets sessions shared again
+    own = own_turns(reader, sorted(private)) if private and reader is not None else None
+    ix.state.remember_private_turns(persona, own)  # also forgets sessions shared again
 
 
 def filter_hidden(ix: Indexer, persona: str, docs: Sequence[Document]) -> tuple[list[Document], list[Document]]:
     """(docs a sink without scopes may hold, docs withheld), by the visibility now.
     Call under :data:`UNSCOPED_WRITES`."""
     hidden = ix.state.hidden_sessions(persona)
-    turns = private_turns(ix, persona, docs)
+    turns = private_turns(ix, persona)
     if not hidden and not turns:
         return list(docs), []
     keep, withheld = [], []
@@ -192,7 +189,7 @@ def switch_in_rebuild(ix: Indexer, persona: str, sink: Exporter, rebuild: Rebuil
     and what the new set no longer holds is removed.
     """
     hidden = ix.state.hidden_sessions(persona)
-    turns = private_turns(ix, persona, docs)  # copies of a private session's turns (forks): never exported
+    turns = private_turns(ix, persona)  # copies of a private session's turns (forks): never exported
     held_back = {d.path for d in withheld}
     copies_staged = any(d.turn_id in turns and d.path not in held_back for d in docs)
     if staged_sessions & hidden or copies_staged:
