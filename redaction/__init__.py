@@ -13,7 +13,7 @@ Store ``REDACTION_VERSION`` (and ``ruleset_fingerprint()``) with the index:
 a change means previously indexed text was redacted by different rules.
 """
 
-from .engine import Finding, Redacted, Redactor, redact
+from .engine import Finding, Recurring, Redacted, Redactor, found_values, redact
 from .known import IgnoredEntry, KnownSecrets
 from .rules import REDACTION_VERSION, ruleset_fingerprint
 
@@ -24,6 +24,8 @@ __all__ = [
     "KnownSecrets",
     "IgnoredEntry",
     "Redactor",
+    "Recurring",
+    "found_values",
     "REDACTION_VERSION",
     "ruleset_fingerprint",
 ]

@@ -27,7 +27,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from .detectors import overlapping, word_before
@@ -35,7 +35,7 @@ from .entropy import is_token_placeholder, shannon
 from .known import KnownSecrets
 from .rules import DETECTORS, MIN_TOKEN_LENGTH, TOKEN_RULES, TOKEN_RUN_CHARS, TokenRule, _literal_prefix
 
-__all__ = ["Finding", "Redacted", "Redactor", "redact", "SHORT_SECRET", "MARKER_RE"]
+__all__ = ["Finding", "Redacted", "Redactor", "Recurring", "found_values", "redact", "SHORT_SECRET", "MARKER_RE"]
 
 SHORT_SECRET = 12
 """Spans shorter than this become ``***``: a marker would be longer than the
@@ -234,8 +234,12 @@ class Redactor:
         """The spans ``redact`` masks, in original-text offsets."""
         return self.redact(text).findings
 
-    def redact(self, text: str) -> Redacted:
-        segments = self._segments(text)
+    def redact(self, text: str, *, recurring: Recurring | None = None) -> Redacted:
+        """``text`` with every secret masked. ``recurring``: values found in other texts
+        of the same conversation, masked here too wherever they occur (named by the rule
+        that found them), as a value found in this text is."""
+        recurring = recurring if recurring else None
+        segments = self._segments(text, recurring)
         if not segments:
             return Redacted(text, ())
         segments = _with_repeats(text, segments)
@@ -245,7 +249,7 @@ class Redactor:
         # a word). Re-scan the output; map anything new back onto the
         # original text and mask again, until nothing new appears.
         for _ in range(_MAX_EXTRA_PASSES):
-            again = self._segments(out)
+            again = self._segments(out, recurring)
             if not again:
                 break
             cands = [(s, e, rule, keep, _PRIO_KEPT, 0) for s, e, rule, keep in segments]
@@ -256,7 +260,7 @@ class Redactor:
             out, pieces = _mask(text, segments)
         return Redacted(out, tuple(Finding(rule, s, e) for s, e, rule, _keep in segments))
 
-    def _segments(self, text: str) -> list[tuple[int, int, str, int]]:
+    def _segments(self, text: str, recurring: Recurring | None = None) -> list[tuple[int, int, str, int]]:
         if not text:
             return []
         low = _ascii_lower(text)
@@ -291,6 +295,9 @@ class Redactor:
         if self._known is not None:
             for s, e in self._known.spans(text):
                 cands.append((s, e, "known-secret", 0, _PRIO_KNOWN, 0))
+        if recurring is not None:
+            for s, e in recurring.spans(text):
+                cands.append((s, e, recurring.rule(text[s:e]), 0, _PRIO_KNOWN, 0))
         if marks:
             cands = _drop_marked(cands, marks)
         return _merge(cands)
@@ -317,6 +324,50 @@ def _repeat_values(text: str, segments: list[tuple[int, int, str, int]]) -> dict
             if len(v) >= MIN_REPEAT_LENGTH:
                 values.setdefault(v, rule)
     return values
+
+
+def found_values(text: str, findings: Iterable[Finding]) -> dict[str, str]:
+    """The secret values ``findings`` (of ``redact(text)``) masked, each with the rule that
+    found it: what another text of the same conversation should mask where it recurs
+    (:class:`Recurring`). Only values a text repeats bare: single-line, at least
+    MIN_REPEAT_LENGTH characters."""
+    return _repeat_values(text, [(f.start, f.end, f.rule, 0) for f in findings])
+
+
+class Recurring:
+    """Secret values found elsewhere in a conversation (another turn, a summary of it),
+    to mask wherever they recur in a text, also JSON-escaped or URL-encoded.
+
+    Holds raw secrets: keep it in memory only; its repr never shows them."""
+
+    __slots__ = ("_rules", "_known", "_forms")
+
+    def __init__(self, values: Mapping[str, str] | None = None) -> None:
+        """``values``: value → id of the rule that found it (:func:`found_values`)."""
+        kept = {v: r for v, r in (values or {}).items() if len(v) >= MIN_REPEAT_LENGTH and "\n" not in v}
+        self._rules = kept
+        self._known = KnownSecrets(kept, min_length=MIN_REPEAT_LENGTH) if kept else None
+        self._forms = {form: v for v in kept for form in KnownSecrets([v], min_length=1).needles}
+
+    def values_in(self, text: str) -> dict[str, str]:
+        """The values (with their rules) that occur in ``text``, in any form."""
+        return {v: self._rules[v] for form, v in self._forms.items() if form in text}
+
+    def rule(self, found: str) -> str:
+        """The rule that found ``found`` (a value, or an encoded form of one)."""
+        return self._rules.get(found, "repeated-secret")
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        return self._known.spans(text) if self._known is not None else []
+
+    def __len__(self) -> int:
+        return len(self._rules)
+
+    def __bool__(self) -> bool:
+        return bool(self._rules)
+
+    def __repr__(self) -> str:  # never print the secrets themselves
+        return f"Recurring({len(self._rules)} values)"
 
 
 def _with_repeats(text: str, segments: list[tuple[int, int, str, int]]) -> list[tuple[int, int, str, int]]:

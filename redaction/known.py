@@ -82,6 +82,11 @@ class KnownSecrets:
         return self._values
 
     @property
+    def needles(self) -> tuple[str, ...]:
+        """Every form matched: each value, JSON-escaped and URL-encoded (longest first)."""
+        return self._needles
+
+    @property
     def ignored(self) -> tuple[IgnoredEntry, ...]:
         return self._ignored
 

@@ -109,17 +109,9 @@ def _assemble(persona: str, label: str, turn: TurnRow, kind: DocKind, body: str,
     )
 
 
-def turn_document(
-    persona: str,
-    label: str,
-    turn: TurnRow,
-    messages: Sequence[MessageRow],
-    *,
-    redact: Redact,
-    max_message_bytes: int,
-) -> Document | Skip | None:
-    """The document of one normal turn, a :class:`Skip` for bad data, or None
-    when the turn has no user/assistant text at all (nothing to remember)."""
+def turn_text(messages: Sequence[MessageRow], *, max_message_bytes: int) -> tuple[str, int] | None:
+    """The unredacted body of a normal turn (``User:`` / ``Assistant:`` blocks) and the bytes
+    cut from oversized messages, or None when it has no user/assistant text at all."""
     blocks: list[str] = []
     cut = 0
     for msg in messages:
@@ -138,13 +130,44 @@ def turn_document(
             cut += left_out
         speaker = "User" if msg.role == "user" else "Assistant"
         blocks.append(f"{speaker}: {content}")
-    if not blocks:
+    return ("\n\n".join(blocks), cut) if blocks else None
+
+
+def turn_document(
+    persona: str,
+    label: str,
+    turn: TurnRow,
+    messages: Sequence[MessageRow],
+    *,
+    redact: Redact,
+    max_message_bytes: int,
+) -> Document | Skip | None:
+    """The document of one normal turn, a :class:`Skip` for bad data, or None
+    when the turn has no user/assistant text at all (nothing to remember)."""
+    raw = turn_text(messages, max_message_bytes=max_message_bytes)
+    if raw is None:
         return None
     # Redacted as one text: a secret that a rule recognises in one message
     # is masked wherever it recurs in the turn, in the other message too.
-    body = redact("\n\n".join(blocks))
+    body = redact(raw[0])
     doc = _assemble(persona, label, turn, DocKind.TURN, body, redact, turn.model, turn.provider)
-    return replace(doc, truncated_bytes=cut) if cut else doc
+    return replace(doc, truncated_bytes=raw[1]) if raw[1] else doc
+
+
+def compaction_text(compaction: CompactionRow, *, max_message_bytes: int) -> tuple[str, int] | None:
+    """The unredacted summary of a compaction (with its truncation marker) and the bytes cut,
+    or None when it has none."""
+    if compaction.summary is None:
+        return None
+    summary = compaction.summary.strip()
+    left_out = compaction.truncated
+    if left_out:
+        summary, left_out = cut_cleanly(compaction.summary, left_out)
+    if not summary and not left_out:
+        return None
+    if left_out:
+        summary = (summary + truncation_marker(left_out, max_message_bytes)).lstrip("\n")
+    return summary, left_out
 
 
 def compaction_document(
@@ -158,16 +181,10 @@ def compaction_document(
 ) -> Document | Skip | None:
     if compaction is None:
         return Skip(SkipReason.MISSING_COMPACTION, label, turn.id, "compaction turn without a compactions row")
-    if compaction.summary is None:
+    raw = compaction_text(compaction, max_message_bytes=max_message_bytes)
+    if raw is None:
         return None
-    summary = compaction.summary.strip()
-    left_out = compaction.truncated
-    if left_out:
-        summary, left_out = cut_cleanly(compaction.summary, left_out)
-    if not summary and not left_out:
-        return None
-    if left_out:
-        summary = (summary + truncation_marker(left_out, max_message_bytes)).lstrip("\n")
+    summary, left_out = raw
     body = f"Summary: {redact(summary)}"
     doc = _assemble(persona, label, turn, DocKind.COMPACTION, body, redact,
                     compaction.model or turn.model, compaction.provider or turn.provider)

@@ -11,11 +11,16 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from indexer.core.documents import Skip, SkipReason, compaction_document, turn_document
+import structlog
+
+from indexer.core.documents import Skip, SkipReason, compaction_document, compaction_text, turn_document, turn_text
 from indexer.core.types import Document
 from indexer.sync.context import Indexer
 from ledger.reader import LedgerReader
-from ledger.rows import SessionRow
+from ledger.rows import CompactionRow, MessageRow, SessionRow, TurnRow
+from redaction import Recurring
+
+log = structlog.get_logger("indexer.sync")
 
 DONE_STATUSES = ("completed", "failed")
 
@@ -50,6 +55,47 @@ def parse_ancestry(raw: str | None, head: str) -> list[str] | None:
     return value if value else [head]
 
 
+class _Rows:
+    """Ledger rows of the turns a build reads, fetched in a fixed number of queries per read."""
+
+    def __init__(self, reader: LedgerReader, limit: int) -> None:
+        self.reader, self.limit = reader, limit
+        self.turns: dict[str, TurnRow] = {}
+        self.messages: dict[str, list[MessageRow]] = {}
+        self.compactions: dict[str, CompactionRow] = {}
+        self._read: set[str] = set()
+
+    def read(self, turn_ids: Iterable[str]) -> None:
+        ids = set(turn_ids) - self._read
+        if not ids:
+            return
+        self._read |= ids
+        turns = self.reader.turns(ids)
+        self.turns.update(turns)
+        self.messages.update(self.reader.messages(t for t in ids if t in turns and turns[t].turn_type != "compaction"))
+        self.compactions.update(self.reader.compactions(t for t in ids if t in turns
+                                                        and turns[t].turn_type == "compaction"))
+
+    def pending(self, tid: str) -> bool:
+        turn = self.turns.get(tid)
+        return turn is not None and turn.status not in DONE_STATUSES
+
+    def text(self, tid: str) -> str | None:
+        """The unredacted text a finished, readable turn's document is made of (None: none)."""
+        turn = self.turns.get(tid)
+        if turn is None or turn.status not in DONE_STATUSES or turn.problem is not None:
+            return None
+        if turn.turn_type == "compaction":
+            row = self.compactions.get(tid)
+            raw = compaction_text(row, max_message_bytes=self.limit) if row is not None else None
+        else:
+            messages = self.messages.get(tid, [])
+            if any(m.problem for m in messages):
+                return None
+            raw = turn_text(messages, max_message_bytes=self.limit)
+        return raw[0] if raw is not None else None
+
+
 def build_sessions(
     ix: Indexer,
     reader: LedgerReader,
@@ -60,7 +106,8 @@ def build_sessions(
     extra_turns: Iterable[tuple[str, str]] = (),
 ) -> Built:
     """Documents for ``sessions`` (and for ``extra_turns``: (session, turn) pairs
-    to revisit), in a fixed number of ledger queries.
+    to revisit), in a fixed number of ledger queries (more when a secret found in
+    one turn must be masked in turns already indexed: :mod:`indexer.sync.recurring`).
 
     ``only_new``: skip turns already indexed (or recorded as bad) for that
     session: completed turns never change, so a tail need not rebuild them.
@@ -95,26 +142,32 @@ def build_sessions(
     extra = set(extra_turns)
     out.considered = sum(len(ids) for ids in wanted.values())
 
-    turn_ids = {t for ids in wanted.values() for t in ids}
-    turns = reader.turns(turn_ids)
-    normal = [t for t in turn_ids if t in turns and turns[t].turn_type != "compaction"]
-    compact = [t for t in turn_ids if t in turns and turns[t].turn_type == "compaction"]
-    messages = reader.messages(normal)
-    compactions = reader.compactions(compact)
     limit = ix.config.ledger.max_message_bytes
+    rows = _Rows(reader, limit)
+    memory = ix.secrets
+    learn: dict[str, list[str]] = {}
+    if memory is not None:
+        learn = {label: memory.unlearned(persona, label, anc) for label, anc in out.ancestry.items()}
+    rows.read({t for ids in wanted.values() for t in ids} | {t for ids in learn.values() for t in ids})
+    histories = dict(out.ancestry)
+    if memory is not None:
+        for label, tids in _spread_secrets(ix, reader, persona, rows, learn, histories).items():
+            ids = wanted.setdefault(label, [])
+            ids.extend(t for t in tids if t not in ids)
 
-    positions = {label: {t: i for i, t in enumerate(dict.fromkeys(anc))} for label, anc in out.ancestry.items()}
+    positions = {label: {t: i for i, t in enumerate(dict.fromkeys(anc))} for label, anc in histories.items()}
     for label, ids in wanted.items():
         session = by_label.get(label)
+        redact = memory.redact(persona, label) if memory is not None else ix.redact
         for tid in ids:
-            turn = turns.get(tid)
+            turn = rows.turns.get(tid)
             if turn is None:
                 out.skips.append(Skip(SkipReason.MISSING_TURN, label, tid, "ancestry names a turn that does not exist"))
                 continue
             if turn.status not in DONE_STATUSES:
                 out.pending.append((label, tid))
                 continue
-            problem = turn.problem or next((m.problem for m in messages.get(tid, []) if m.problem), None)
+            problem = turn.problem or next((m.problem for m in rows.messages.get(tid, []) if m.problem), None)
             if problem is not None:  # a field of the wrong type: this turn is a bad row, its neighbours go on
                 out.skips.append(Skip(SkipReason.INVALID_ROW, label, tid, problem))
                 continue
@@ -123,11 +176,11 @@ def build_sessions(
             persona_of = session.persona if session else persona
             try:
                 if turn.turn_type == "compaction":
-                    result = compaction_document(persona_of, label, turn, compactions.get(tid),
-                                                 redact=ix.redact, max_message_bytes=limit)
+                    result = compaction_document(persona_of, label, turn, rows.compactions.get(tid),
+                                                 redact=redact, max_message_bytes=limit)
                 else:
-                    result = turn_document(persona_of, label, turn, messages.get(tid, []),
-                                           redact=ix.redact, max_message_bytes=limit)
+                    result = turn_document(persona_of, label, turn, rows.messages.get(tid, []),
+                                           redact=redact, max_message_bytes=limit)
             except Exception as exc:  # one bad row never stops a sync
                 result = Skip(SkipReason.INVALID_ROW, label, tid, f"{type(exc).__name__}: {exc}")
             if isinstance(result, Skip):
@@ -137,3 +190,101 @@ def build_sessions(
     # Read in the caller's snapshot, with the rows the skips were decided on.
     out.fingerprints = reader.turn_fingerprints(s.turn_id for s in out.skips if s.turn_id)
     return out
+
+
+def _spread_secrets(ix: Indexer, reader: LedgerReader, persona: str, rows: _Rows,
+                    learn: dict[str, list[str]], histories: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Learn the secret values of the batch's unlearned turns, and find every turn already
+    indexed that must be built again to mask a value its session did not know: per session,
+    those turns. A value goes wherever a turn holding it goes: a session read for the first
+    time in this process takes the values its co-holders (sessions sharing a turn with it)
+    found there, and a new value is given to every session holding a turn it occurs in.
+    ``histories`` gains the ancestry of each session outside the batch this reaches."""
+    memory = ix.secrets
+    in_batch: dict[str, set[str]] = {}  # turn -> sessions of this build holding it (maybe not in the state DB yet)
+
+    def learn_history(label: str, tids: Sequence[str]) -> dict[str, str]:
+        rows.read(tids)
+        return memory.learn(persona, label, histories[label], _texts(rows, tids),
+                            {t for t in tids if rows.pending(t)})
+
+    def reach(label: str) -> bool:
+        """Make ``label``'s history known (read and learned if outside the batch); False: gone."""
+        if label in histories:
+            return True
+        history = _history(reader, persona, label)
+        if history is None:
+            return False
+        histories[label] = history
+        for tid in history:
+            in_batch.setdefault(tid, set()).add(label)
+        new = learn_history(label, memory.unlearned(persona, label, history))
+        if new:
+            gained.setdefault(label, {}).update(new)
+        return True
+
+    def holders(tids: Sequence[str]) -> dict[str, set[str]]:
+        stored = ix.state.turn_holders(persona, tids)
+        return {t: stored.get(t, set()) | in_batch.get(t, set()) for t in tids}
+
+    for label, history in histories.items():
+        for tid in history:
+            in_batch.setdefault(tid, set()).add(label)
+    fresh = [label for label in learn if not memory.knows(persona, label)]
+    gained: dict[str, dict[str, str]] = {}
+    for label, tids in learn.items():
+        new = learn_history(label, tids)
+        if new:
+            gained[label] = new
+    # Pull: a session first read in this process (a restart, a new fork) takes what the
+    # sessions it shares turns with found in those turns.
+    for label in fresh:
+        shared = holders(list(dict.fromkeys(histories[label])))
+        for other in sorted({h for hs in shared.values() for h in hs} - {label}):
+            if not reach(other):
+                continue
+            theirs = memory.recurring(persona, other)
+            if theirs is None:
+                continue
+            for tid, hs in shared.items():
+                if other in hs and (text := rows.text(tid)) is not None:
+                    added = memory.add(persona, label, theirs.values_in(text))
+                    if added:
+                        gained.setdefault(label, {}).update(added)
+    # Push: a new value re-renders the turns it occurs in, and goes to each of their holders.
+    again: dict[str, list[str]] = {}
+    while gained:
+        label, new = gained.popitem()
+        if not reach(label):
+            continue
+        new = {**new, **gained.pop(label, {})}  # reach() may have learned more
+        history = histories[label]
+        rows.read(history)
+        recurring = Recurring(new)
+        found = {t: v for t in dict.fromkeys(history)
+                 if (text := rows.text(t)) is not None and (v := recurring.values_in(text))}
+        if not found:
+            continue
+        again.setdefault(label, []).extend(t for t in found if t not in again[label])
+        for tid, hs in holders(list(found)).items():
+            for holder in sorted(hs - {label}):
+                added = memory.add(persona, holder, found[tid])
+                if added:
+                    gained.setdefault(holder, {}).update(added)
+    if again:
+        log.info("redaction.recurring", persona=persona, sessions=len(again),
+                 turns=sum(len(t) for t in again.values()))
+    return again
+
+
+def _texts(rows: _Rows, tids: Iterable[str]) -> dict[str, str]:
+    return {t: text for t in dict.fromkeys(tids) if (text := rows.text(t)) is not None}
+
+
+def _history(reader: LedgerReader, persona: str, label: str) -> list[str] | None:
+    """The ancestry of a session outside the batch (None: gone, deleted or unreadable)."""
+    found = [s for s in reader.sessions(labels=[label], persona=persona) if s.status != "deleted"]
+    if not found:
+        return None
+    thread = reader.threads([found[0].thread_id]).get(found[0].thread_id)
+    return parse_ancestry(thread.ancestry_json, found[0].thread_id) if thread is not None else None

@@ -48,8 +48,8 @@ def known_secrets(config: Config):
     return KnownSecrets(values) if values else None
 
 
-def make_redactor(config: Config) -> tuple[Callable[[str], str], str]:
-    """The redaction function for documents, and the ruleset version."""
+def make_redactor(config: Config):
+    """The redactor for documents (:class:`redaction.Redactor`), and the ruleset version."""
     from redaction import REDACTION_VERSION, Redactor, ruleset_fingerprint
 
     known = known_secrets(config)
@@ -62,7 +62,7 @@ def make_redactor(config: Config) -> tuple[Callable[[str], str], str]:
         # version, which triggers a rebuild. Only a short digest of the set is stored.
         digest = hashlib.sha256("\n".join(sorted(known.values)).encode()).hexdigest()[:12]
         version = f"{version}+known:{digest}"
-    return (lambda text: redactor.redact(text).text), version
+    return redactor, version
 
 
 def build_sinks(config: Config, *, embedder=None, role: str = "writer") -> list[Exporter]:
@@ -96,8 +96,15 @@ class Indexer:
         self.publisher = publisher or next(
             (p for p in (getattr(sink, "publisher", None) for sink in self.sinks) if p is not None), None)
         self._own_publisher = publisher is not None
+        #: secrets found in one turn, masked where they recur in the session's others (None
+        #: with a custom ``redact``, which reports no findings to learn from)
+        self.secrets = None
         if redact is None:
-            redact, redaction_version = make_redactor(config)
+            from indexer.sync.recurring import SecretMemory
+
+            redactor, redaction_version = make_redactor(config)
+            self.secrets = SecretMemory(redactor)
+            redact = lambda text: redactor.redact(text).text  # noqa: E731
         self.redact = redact
         self.redaction_version = redaction_version or "custom"
         from indexer.sync.memory_source import MemorySource

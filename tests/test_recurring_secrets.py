@@ -1,0 +1,213 @@
+"""A secret a rule recognises in one turn (``the vpn password is X``) is masked wherever X recurs
+bare in the session's other turns — later ones, earlier ones already indexed, compaction summaries —
+and in every fork's copy of such a turn; the values themselves are never written anywhere. Real WAL
+ledger, the real redactor, real LanceDB and the QMD exporter's files; the fake embedder (what is
+tested is the text stored, not what the model understands)."""
+
+from __future__ import annotations
+
+import warnings
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import structlog
+from fake_embedder import FakeEmbedder
+
+from indexer.sync.context import Indexer, build_sinks
+from indexer.sync.engine import sync_once
+from indexer.sync.recurring import SecretMemory
+from redaction import Redactor
+
+VPN = "Zq8-hunter-Vm2"  # no rule knows it alone
+DB = "Tr0ub4dor&3xyz"
+
+
+def indexer(config) -> Indexer:
+    return Indexer(config, sinks=build_sinks(config, embedder=FakeEmbedder()))
+
+
+def stored_bytes(config) -> dict[str, bytes]:
+    """Every file of the index dir (LanceDB, state DB, QMD export), by path."""
+    root = Path(config.index.dir)
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def holding(config, value: str) -> list[str]:
+    """Files holding ``value``, once LanceDB's old versions and a rebuild's retired generation (the
+    text as first written) are gone: the daemon's maintenance removes them after
+    ``cleanup_older_than`` and ``retire_grace``."""
+    ix = indexer(config)
+    try:
+        for sink in ix.sinks:
+            if hasattr(sink, "cleanup_older_than"):
+                sink.cleanup_older_than = sink.retire_grace = timedelta(0)
+                with warnings.catch_warnings():  # "removes every version except the latest": the point
+                    warnings.simplefilter("ignore", UserWarning)
+                    sink.maintain(force=True)
+    finally:
+        ix.close()
+    return sorted(path for path, data in stored_bytes(config).items() if value.encode() in data)
+
+
+def exported(config, session: str, turn: str) -> str:
+    """The exported document of ``session``'s copy of ``turn`` (a turn or a compaction)."""
+    [path] = (Path(config.qmd_export_dir) / "atlas" / "sessions" / session).rglob(f"{turn}.md")
+    return path.read_text()
+
+
+@pytest.fixture
+def config(config_factory):
+    return config_factory(sinks=("lancedb", "qmd"))
+
+
+def test_the_rules_alone_miss_the_bare_value():
+    """The premise: without the session's memory the bare mention stays."""
+    assert Redactor().redact(f"use {VPN} for the vpn").text == f"use {VPN} for the vpn"
+    assert VPN not in Redactor().redact(f"the vpn password is {VPN}").text
+
+
+def test_a_value_named_in_one_turn_is_masked_where_a_later_turn_repeats_it(writer, config):
+    writer.turn("main", user=f"the db password is {DB}", assistant="noted")
+    ix = indexer(config)
+    try:
+        sync_once(ix)
+        later = writer.turn("main", user=f"connect with {DB} please", assistant=f"connected using {DB}")
+        sync_once(ix)  # a tail pass: the memory of the first pass is warm
+    finally:
+        ix.close()
+    text = exported(config, "main", later)
+    assert DB not in text and "[REDACTED:password-in-prose]" in text
+    assert holding(config, DB) == []
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["same-process", "after-restart"])
+def test_an_earlier_turn_already_indexed_is_written_again_when_the_value_is_named(writer, config, restart):
+    early = writer.turn("main", user=f"use {VPN} for the vpn", assistant="ok")
+    ix = indexer(config)
+    try:
+        sync_once(ix)
+        assert VPN in exported(config, "main", early)  # nothing said it was a secret yet
+        writer.turn("main", user=f"by the way, the vpn password is {VPN}")
+        if restart:
+            ix.close()
+            ix = indexer(config)  # a cold memory: the session's history is read again
+        summary = sync_once(ix)
+    finally:
+        ix.close()
+    assert VPN not in exported(config, "main", early)
+    assert holding(config, VPN) == []
+    assert summary.total("documents_written") == 2  # the new turn and the earlier one, rewritten
+
+
+def test_a_compaction_summary_repeating_the_value_is_masked(writer, config):
+    writer.turn("main", user=f"the vpn password is {VPN}")
+    summary = writer.compaction("main", f"User shared the VPN credential {VPN}; told to rotate it.")
+    ix = indexer(config)
+    try:
+        sync_once(ix)
+    finally:
+        ix.close()
+    assert VPN not in exported(config, "main", summary)
+    assert holding(config, VPN) == []
+
+
+def test_every_forks_copy_of_a_turn_is_masked_when_the_parent_names_the_value_later(writer, config):
+    """side forks main after the bare mention and repeats it in a turn of its own; main names it a
+    password only later, in a turn side does not hold: side's copy and side's own turn follow."""
+    early = writer.turn("main", user=f"use {VPN} for the vpn", assistant="ok")
+    writer.fork("side", early)
+    own = writer.turn("side", user=f"{VPN} did not work from the office")
+    ix = indexer(config)
+    try:
+        sync_once(ix)
+        assert VPN in exported(config, "side", early) and VPN in exported(config, "side", own)
+        writer.turn("main", user=f"the vpn password is {VPN}")
+        sync_once(ix)  # only main moved
+    finally:
+        ix.close()
+    for session, turn in (("main", early), ("side", early), ("side", own)):
+        assert VPN not in exported(config, session, turn), (session, turn)
+    assert holding(config, VPN) == []
+
+
+@pytest.mark.parametrize("fork", ["side", "a-fork"])  # built after / before the session that names the value
+@pytest.mark.parametrize("batch", [50, 1])  # one batch (neither session in the state DB yet) / one session a batch
+@pytest.mark.parametrize("force", [False, True], ids=["first-pass", "forced-rebuild"])
+def test_every_copy_of_a_turn_reads_the_same_after_a_whole_pass(writer, config, monkeypatch, fork, batch, force):
+    monkeypatch.setattr("indexer.sync.engine.SESSIONS_PER_BATCH", batch)
+    early = writer.turn("main", user=f"use {VPN} for the vpn", assistant="ok")
+    writer.fork(fork, early)
+    own = writer.turn(fork, user=f"{VPN} did not work from the office")
+    writer.turn("main", user=f"the vpn password is {VPN}")
+    ix = indexer(config)
+    try:
+        sync_once(ix)
+        if force:
+            ix.close()
+            ix = indexer(config)  # a cold memory, every session built again into a new generation
+            sync_once(ix, force=True)
+    finally:
+        ix.close()
+    main, side = exported(config, "main", early), exported(config, fork, early)
+    assert main[main.index("User:"):] == side[side.index("User:"):] == (
+        "User: use [REDACTED:password-in-prose] for the vpn\n\nAssistant: ok")
+    assert VPN not in exported(config, fork, own)
+    assert holding(config, VPN) == []
+
+
+def test_values_never_reach_a_log_line(writer, config):
+    writer.turn("main", user=f"use {VPN} for the vpn")
+    ix = indexer(config)
+    try:
+        sync_once(ix)
+        writer.turn("main", user=f"the vpn password is {VPN}")
+        with structlog.testing.capture_logs() as logs:
+            sync_once(ix)
+    finally:
+        ix.close()
+    events = [e for e in logs if e["event"] == "redaction.recurring"]
+    assert events == [{"event": "redaction.recurring", "log_level": "info", "persona": "atlas", "sessions": 1,
+                       "turns": 2}]
+    assert VPN not in repr(logs) and VPN not in repr(ix.secrets)
+
+
+def test_a_custom_redact_function_learns_nothing(config):
+    ix = Indexer(config, sinks=[], redact=str, redaction_version="none")
+    try:
+        assert ix.secrets is None
+    finally:
+        ix.close()
+
+
+# -- the memory alone ------------------------------------------------------------------------------
+
+
+def test_the_memory_covers_a_growing_history_and_reads_a_rewound_one_again():
+    memory = SecretMemory(Redactor())
+    assert memory.unlearned("p", "s", ["a", "b"]) == ["a", "b"]
+    assert memory.learn("p", "s", ["a", "b"], {"a": f"the vpn password is {VPN}", "b": "hello"}, set()) == {
+        VPN: "password-in-prose"}
+    assert memory.unlearned("p", "s", ["a", "b", "c"]) == ["c"]
+    assert memory.unlearned("p", "s", ["a", "x", "c"]) == ["a", "x", "c"]  # rewound past b
+    assert memory.learn("p", "s", ["a", "b", "c"], {"c": f"the vpn password is {VPN}"}, set()) == {}
+
+
+def test_a_pending_turn_is_read_again_until_it_is_finished():
+    memory = SecretMemory(Redactor())
+    memory.learn("p", "s", ["a", "b", "c"], {"a": "hello"}, pending={"b"})
+    assert memory.unlearned("p", "s", ["a", "b", "c"]) == ["b", "c"]
+    assert memory.learn("p", "s", ["a", "b", "c"], {"b": f"the db password is {DB}"}, set()) == {
+        DB: "password-in-prose"}
+    assert memory.unlearned("p", "s", ["a", "b", "c"]) == []
+
+
+def test_values_given_by_another_session_are_masked_and_reported_once():
+    memory = SecretMemory(Redactor())
+    assert memory.recurring("p", "fork") is None
+    assert memory.add("p", "fork", {VPN: "password-in-prose"}) == {VPN: "password-in-prose"}
+    assert memory.add("p", "fork", {VPN: "password-in-prose"}) == {}
+    assert memory.redact("p", "fork")(f"try {VPN} now") == "try [REDACTED:password-in-prose] now"
+    assert memory.redact("p", "other")(f"try {VPN} now") == f"try {VPN} now"  # per session
+    assert not memory.knows("p", "fork")  # given values, but none of its history read yet
+    assert VPN not in repr(memory) + repr(memory.recurring("p", "fork"))
