@@ -16,7 +16,7 @@ from fake_embedder import FakeEmbedder
 
 from indexer.sync.context import Indexer, build_sinks
 from indexer.sync.engine import sync_once
-from indexer.sync.recurring import SecretMemory
+from indexer.sync.recurring import WAIT, SecretMemory
 from redaction import Redactor
 
 VPN = "Zq8-hunter-Vm2"  # no rule knows it alone
@@ -180,26 +180,185 @@ def test_a_custom_redact_function_learns_nothing(config):
         ix.close()
 
 
+# -- found in review: turns that finish later, repairs, restores, rebuilds, broken rows ----------------
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["same-process", "after-restart"])
+def test_a_streaming_turn_that_names_the_value_when_it_finishes_masks_the_earlier_turns(writer, config, restart):
+    """Finishing a turn adds no session_history row: the pass revisits it as a pending turn."""
+    early = writer.turn("main", user=f"use {VPN} for the vpn", assistant="ok")
+    late = writer.turn("main", user="one more thing", status="streaming")
+    ix = indexer(config)
+    try:
+        sync_once(ix)
+        assert VPN in exported(config, "main", early)
+        if restart:
+            ix.close()
+            ix = indexer(config)
+        writer.complete(late, assistant=f"by the way, the vpn password is {VPN}")
+        sync_once(ix)
+    finally:
+        ix.close()
+    assert VPN not in exported(config, "main", early) and VPN not in exported(config, "main", late)
+    assert holding(config, VPN) == []
+
+
+def test_a_turn_repaired_in_place_is_learned_from(writer, config):
+    early = writer.turn("main", user=f"use {VPN} for the vpn", assistant="ok")
+    naming = writer.turn("main", user=f"by the way, the vpn password is {VPN}", assistant="noted")
+    writer.execute("UPDATE turns SET started_at='abc' WHERE id=?", (naming,))
+    ix = indexer(config)
+    try:
+        sync_once(ix)
+        assert [b["reason"] for b in ix.state.bad_list("atlas")] == ["invalid_row"]
+        writer.execute("UPDATE turns SET started_at=1763000000000 WHERE id=?", (naming,))
+        sync_once(ix)
+        assert ix.state.bad_list("atlas") == []
+    finally:
+        ix.close()
+    assert VPN not in exported(config, "main", early)
+    assert holding(config, VPN) == []
+
+
+def test_sharing_a_session_again_leaves_the_masking_to_the_next_pass(writer, config):
+    """Restoring a session's export builds it on the API's thread and writes only some documents:
+    it must not teach the memory what the next pass then would not write."""
+    from indexer.sync.visibility import apply_visibility
+
+    early = writer.turn("main", user=f"use {VPN} for the vpn", assistant="ok")
+    writer.fork("side", early)
+    own = writer.turn("side", user=f"{VPN} did not work from the office")
+    ix = indexer(config)
+    try:
+        sync_once(ix)
+        apply_visibility(ix, "main", "private")
+        writer.turn("main", user=f"the vpn password is {VPN}")
+        apply_visibility(ix, "main", "shared")
+        sync_once(ix)
+    finally:
+        ix.close()
+    for session, turn in (("main", early), ("side", early), ("side", own)):
+        assert VPN not in exported(config, session, turn), (session, turn)
+    assert holding(config, VPN) == []
+
+
+def test_a_rebuild_reaches_forks_built_in_an_earlier_batch(writer, config, monkeypatch):
+    """A rebuild records its documents only at the end: the pass itself remembers who holds what."""
+    monkeypatch.setattr("indexer.sync.engine.SESSIONS_PER_BATCH", 1)
+    writer.turn("zzz", user="an older session", assistant="ok")
+    ix = indexer(config)
+    try:
+        sync_once(ix)  # main and a-fork are new since this pass
+        early = writer.turn("main", user=f"use {VPN} for the vpn", assistant="ok")
+        writer.fork("a-fork", early)
+        own = writer.turn("a-fork", user=f"{VPN} did not work from the office")
+        writer.turn("main", user=f"the vpn password is {VPN}")
+        sync_once(ix, force=True)
+    finally:
+        ix.close()
+    assert VPN not in exported(config, "a-fork", early) and VPN not in exported(config, "a-fork", own)
+    assert holding(config, VPN) == []
+
+
+def test_a_fork_whose_thread_row_broke_still_has_its_copy_masked(writer, config):
+    early = writer.turn("main", user=f"use {VPN} for the vpn", assistant="ok")
+    writer.fork("side", early)
+    head = writer.turn("side", user="something else", assistant="ok")
+    ix = indexer(config)
+    try:
+        sync_once(ix)
+        writer.execute("UPDATE threads SET ancestry='not json' WHERE turn_id=?", (head,))
+        writer.turn("main", user=f"the vpn password is {VPN}")
+        sync_once(ix)
+    finally:
+        ix.close()
+    assert VPN not in exported(config, "side", early)
+    assert holding(config, VPN) == []
+
+
+def test_a_redactor_error_on_one_text_is_that_turns_bad_row_and_the_pass_goes_on(writer, config, monkeypatch):
+    from redaction import Redactor as RealRedactor
+
+    real = RealRedactor.redact
+
+    def redact(self, text, **kw):
+        if "trips the redactor" in text:
+            raise RuntimeError("redactor bug")
+        return real(self, text, **kw)
+
+    monkeypatch.setattr(RealRedactor, "redact", redact)
+    writer.turn("s", user="a fine question", assistant="a fine answer")
+    bad = writer.turn("s", user="this one trips the redactor", assistant="answer")
+    writer.turn("calm", user="another session", assistant="ok")
+    ix = indexer(config)
+    try:
+        summary = sync_once(ix)
+        assert [(b["turn_id"], b["reason"], b["detail"]) for b in ix.state.bad_list("atlas")] == [
+            (bad, "invalid_row", "RuntimeError: redactor bug")]
+        assert summary.total("documents_written") == 2
+    finally:
+        ix.close()
+
+
+def test_learning_reads_only_new_turns_of_a_session_with_a_turn_streaming_forever(writer, config, monkeypatch):
+    """A turn left streaming (the runtime died mid-answer) must not make every later pass redact
+    the rest of the history again; nor must a regenerated last turn."""
+    import indexer.sync.recurring as recurring
+
+    redacted: list[int] = []
+    real = recurring.SecretMemory.learn
+
+    def learn(self, persona, label, ancestry, texts):
+        redacted.append(sum(isinstance(v, str) for v in texts.values()))
+        return real(self, persona, label, ancestry, texts)
+
+    monkeypatch.setattr(recurring.SecretMemory, "learn", learn)
+    writer.turn("main", user="start", assistant="ok")
+    writer.turn("main", user="hello", status="streaming")
+    for i in range(5):
+        writer.turn("main", user=f"turn {i}", assistant="ok")
+    ix = indexer(config)
+    try:
+        sync_once(ix)
+        assert sum(redacted) == 6
+        for i in range(3):
+            redacted.clear()
+            writer.turn("main", user=f"later {i}", assistant="ok")
+            sync_once(ix)
+            assert sum(redacted) == 1, (i, redacted)  # the new turn only
+        redacted.clear()
+        parent = writer.conn.execute("SELECT parent_turn_id FROM turns WHERE id=?",
+                                     (writer.head("main"),)).fetchone()[0]
+        writer.turn("main", user="regenerated", assistant="ok", parent=parent)  # a sibling of the head
+        sync_once(ix)
+        assert sum(redacted) == 1, redacted
+    finally:
+        ix.close()
+
+
 # -- the memory alone ------------------------------------------------------------------------------
 
 
-def test_the_memory_covers_a_growing_history_and_reads_a_rewound_one_again():
+def test_the_memory_covers_a_growing_history_and_reads_a_rewound_one_from_where_it_diverges():
     memory = SecretMemory(Redactor())
     assert memory.unlearned("p", "s", ["a", "b"]) == ["a", "b"]
-    assert memory.learn("p", "s", ["a", "b"], {"a": f"the vpn password is {VPN}", "b": "hello"}, set()) == {
+    assert memory.learn("p", "s", ["a", "b"], {"a": f"the vpn password is {VPN}", "b": "hello"}) == {
         VPN: "password-in-prose"}
+    assert memory.knows("p", "s")
     assert memory.unlearned("p", "s", ["a", "b", "c"]) == ["c"]
-    assert memory.unlearned("p", "s", ["a", "x", "c"]) == ["a", "x", "c"]  # rewound past b
-    assert memory.learn("p", "s", ["a", "b", "c"], {"c": f"the vpn password is {VPN}"}, set()) == {}
+    assert memory.unlearned("p", "s", ["a", "x", "c"]) == ["x", "c"]  # rewound past b
+    assert memory.unlearned("p", "s", ["a"]) == []
+    assert memory.learn("p", "s", ["a", "b", "c"], {"c": f"the vpn password is {VPN}"}) == {}
 
 
-def test_a_pending_turn_is_read_again_until_it_is_finished():
+def test_a_turn_that_cannot_be_read_yet_waits_and_is_learned_once_it_can():
     memory = SecretMemory(Redactor())
-    memory.learn("p", "s", ["a", "b", "c"], {"a": "hello"}, pending={"b"})
-    assert memory.unlearned("p", "s", ["a", "b", "c"]) == ["b", "c"]
-    assert memory.learn("p", "s", ["a", "b", "c"], {"b": f"the db password is {DB}"}, set()) == {
+    memory.learn("p", "s", ["a", "b", "c"], {"a": "hello", "b": WAIT, "c": None})
+    assert memory.unlearned("p", "s", ["a", "b", "c"]) == ["b"]
+    assert memory.unlearned("p", "s", ["a", "b", "c", "d"]) == ["b", "d"]
+    assert memory.learn("p", "s", ["a", "b", "c", "d"], {"b": f"the db password is {DB}", "d": "x"}) == {
         DB: "password-in-prose"}
-    assert memory.unlearned("p", "s", ["a", "b", "c"]) == []
+    assert memory.unlearned("p", "s", ["a", "b", "c", "d"]) == []
 
 
 def test_values_given_by_another_session_are_masked_and_reported_once():
@@ -210,4 +369,4 @@ def test_values_given_by_another_session_are_masked_and_reported_once():
     assert memory.redact("p", "fork")(f"try {VPN} now") == "try [REDACTED:password-in-prose] now"
     assert memory.redact("p", "other")(f"try {VPN} now") == f"try {VPN} now"  # per session
     assert not memory.knows("p", "fork")  # given values, but none of its history read yet
-    assert VPN not in repr(memory) + repr(memory.recurring("p", "fork"))
+    assert VPN not in repr(memory) + repr(memory.recurring("p", "fork")) + repr(memory._sessions)

@@ -18,6 +18,7 @@ from indexer.core.types import Document
 from indexer.sync.context import Indexer
 from ledger.reader import LedgerReader
 from ledger.rows import CompactionRow, MessageRow, SessionRow, TurnRow
+from indexer.sync.recurring import WAIT
 from redaction import Recurring
 
 log = structlog.get_logger("indexer.sync")
@@ -80,6 +81,16 @@ class _Rows:
         turn = self.turns.get(tid)
         return turn is not None and turn.status not in DONE_STATUSES
 
+    def learnable(self, tid: str) -> object:
+        """What :meth:`SecretMemory.learn` takes for a turn: its text, None (nothing to learn), or
+        ``WAIT`` for a turn that may read differently later (streaming, a bad row, not there)."""
+        turn = self.turns.get(tid)
+        if turn is None or turn.status not in DONE_STATUSES or turn.problem is not None:
+            return WAIT
+        if any(m.problem for m in self.messages.get(tid, [])):
+            return WAIT
+        return self.text(tid)
+
     def text(self, tid: str) -> str | None:
         """The unredacted text a finished, readable turn's document is made of (None: none)."""
         turn = self.turns.get(tid)
@@ -104,6 +115,8 @@ def build_sessions(
     *,
     only_new: bool,
     extra_turns: Iterable[tuple[str, str]] = (),
+    spread: bool = True,
+    holders: dict[str, set[str]] | None = None,
 ) -> Built:
     """Documents for ``sessions`` (and for ``extra_turns``: (session, turn) pairs
     to revisit), in a fixed number of ledger queries (more when a secret found in
@@ -111,6 +124,10 @@ def build_sessions(
 
     ``only_new``: skip turns already indexed (or recorded as bad) for that
     session: completed turns never change, so a tail need not rebuild them.
+    ``spread``: learn secret values and return the documents already indexed that must be
+    built again for them; False for a caller that writes only some of the documents (the
+    memory must not move ahead of what was written). ``holders``: turn → sessions built
+    earlier in this pass but not recorded in the state DB yet (a rebuild), kept up to date.
     """
     out = Built()
     by_label = {s.label: s for s in sessions}
@@ -145,13 +162,18 @@ def build_sessions(
     limit = ix.config.ledger.max_message_bytes
     rows = _Rows(reader, limit)
     memory = ix.secrets
-    learn: dict[str, list[str]] = {}
-    if memory is not None:
-        learn = {label: memory.unlearned(persona, label, anc) for label, anc in out.ancestry.items()}
-    rows.read({t for ids in wanted.values() for t in ids} | {t for ids in learn.values() for t in ids})
     histories = dict(out.ancestry)
     if memory is not None:
-        for label, tids in _spread_secrets(ix, reader, persona, rows, learn, histories).items():
+        # Revisited turns (a streaming turn finished) are learned from with their session's history.
+        found = _histories(reader, persona, [label for label in wanted if label not in histories])
+        histories.update((label, h) for label, h in found.items() if isinstance(h, list))
+    learn: dict[str, list[str]] = {}
+    if memory is not None and spread:
+        learn = {label: memory.unlearned(persona, label, anc) for label, anc in histories.items()}
+    rows.read({t for ids in wanted.values() for t in ids} | {t for ids in learn.values() for t in ids})
+    if memory is not None and spread:
+        seen = holders if holders is not None else {}
+        for label, tids in _spread_secrets(ix, reader, persona, rows, learn, histories, seen).items():
             ids = wanted.setdefault(label, [])
             ids.extend(t for t in tids if t not in ids)
 
@@ -192,32 +214,39 @@ def build_sessions(
     return out
 
 
-def _spread_secrets(ix: Indexer, reader: LedgerReader, persona: str, rows: _Rows,
-                    learn: dict[str, list[str]], histories: dict[str, list[str]]) -> dict[str, list[str]]:
+def _spread_secrets(ix: Indexer, reader: LedgerReader, persona: str, rows: _Rows, learn: dict[str, list[str]],
+                    histories: dict[str, list[str]], in_pass: dict[str, set[str]]) -> dict[str, list[str]]:
     """Learn the secret values of the batch's unlearned turns, and find every turn already
     indexed that must be built again to mask a value its session did not know: per session,
     those turns. A value goes wherever a turn holding it goes: a session read for the first
     time in this process takes the values its co-holders (sessions sharing a turn with it)
     found there, and a new value is given to every session holding a turn it occurs in.
-    ``histories`` gains the ancestry of each session outside the batch this reaches."""
+    ``histories`` gains the ancestry of each session outside the batch this reaches;
+    ``in_pass`` (turn → sessions holding it, built in this pass) gains this batch's."""
     memory = ix.secrets
-    in_batch: dict[str, set[str]] = {}  # turn -> sessions of this build holding it (maybe not in the state DB yet)
+    unreachable: dict[str, str] = {}  # label -> "gone" / "unreadable" (see _history)
+
+    def note(label: str, history: Sequence[str]) -> None:
+        for tid in history:
+            in_pass.setdefault(tid, set()).add(label)
 
     def learn_history(label: str, tids: Sequence[str]) -> dict[str, str]:
         rows.read(tids)
-        return memory.learn(persona, label, histories[label], _texts(rows, tids),
-                            {t for t in tids if rows.pending(t)})
+        return memory.learn(persona, label, histories[label], {t: rows.learnable(t) for t in dict.fromkeys(tids)})
 
     def reach(label: str) -> bool:
-        """Make ``label``'s history known (read and learned if outside the batch); False: gone."""
+        """Make ``label``'s history known (read and learned if outside the batch). False: it
+        has none to read (deleted, gone, or its thread row unreadable)."""
         if label in histories:
             return True
-        history = _history(reader, persona, label)
-        if history is None:
+        if label in unreachable:
+            return False
+        history = _histories(reader, persona, [label])[label]
+        if not isinstance(history, list):
+            unreachable[label] = history
             return False
         histories[label] = history
-        for tid in history:
-            in_batch.setdefault(tid, set()).add(label)
+        note(label, history)
         new = learn_history(label, memory.unlearned(persona, label, history))
         if new:
             gained.setdefault(label, {}).update(new)
@@ -225,17 +254,16 @@ def _spread_secrets(ix: Indexer, reader: LedgerReader, persona: str, rows: _Rows
 
     def holders(tids: Sequence[str]) -> dict[str, set[str]]:
         stored = ix.state.turn_holders(persona, tids)
-        return {t: stored.get(t, set()) | in_batch.get(t, set()) for t in tids}
+        return {t: stored.get(t, set()) | in_pass.get(t, set()) for t in tids}
 
     for label, history in histories.items():
-        for tid in history:
-            in_batch.setdefault(tid, set()).add(label)
+        note(label, history)
     fresh = [label for label in learn if not memory.knows(persona, label)]
     gained: dict[str, dict[str, str]] = {}
     for label, tids in learn.items():
         new = learn_history(label, tids)
         if new:
-            gained[label] = new
+            gained.setdefault(label, {}).update(new)
     # Pull: a session first read in this process (a restart, a new fork) takes what the
     # sessions it shares turns with found in those turns.
     for label in fresh:
@@ -255,10 +283,13 @@ def _spread_secrets(ix: Indexer, reader: LedgerReader, persona: str, rows: _Rows
     again: dict[str, list[str]] = {}
     while gained:
         label, new = gained.popitem()
-        if not reach(label):
+        if reach(label):
+            new = {**new, **gained.pop(label, {})}  # reach() may have learned more
+            history = histories[label]
+        elif unreachable[label] == "unreadable":  # its thread row is broken: its indexed copies
+            history = sorted(ix.state.turns_of(persona, [label]))
+        else:  # deleted or gone: its documents are being removed, never written again
             continue
-        new = {**new, **gained.pop(label, {})}  # reach() may have learned more
-        history = histories[label]
         rows.read(history)
         recurring = Recurring(new)
         found = {t: v for t in dict.fromkeys(history)
@@ -277,14 +308,21 @@ def _spread_secrets(ix: Indexer, reader: LedgerReader, persona: str, rows: _Rows
     return again
 
 
-def _texts(rows: _Rows, tids: Iterable[str]) -> dict[str, str]:
-    return {t: text for t in dict.fromkeys(tids) if (text := rows.text(t)) is not None}
-
-
-def _history(reader: LedgerReader, persona: str, label: str) -> list[str] | None:
-    """The ancestry of a session outside the batch (None: gone, deleted or unreadable)."""
-    found = [s for s in reader.sessions(labels=[label], persona=persona) if s.status != "deleted"]
-    if not found:
-        return None
-    thread = reader.threads([found[0].thread_id]).get(found[0].thread_id)
-    return parse_ancestry(thread.ancestry_json, found[0].thread_id) if thread is not None else None
+def _histories(reader: LedgerReader, persona: str, labels: Sequence[str]) -> dict[str, list[str] | str]:
+    """The ancestry of each session outside the batch (two queries), or why there is none: "gone"
+    (deleted or not in the ledger) or "unreadable" (no thread row, or an ancestry that is not a
+    list of ids)."""
+    if not labels:
+        return {}
+    rows = {s.label: s for s in reader.sessions(labels=labels, persona=persona) if s.status != "deleted"}
+    threads = reader.threads(s.thread_id for s in rows.values())
+    out: dict[str, list[str] | str] = {}
+    for label in labels:
+        session = rows.get(label)
+        if session is None:
+            out[label] = "gone"
+            continue
+        thread = threads.get(session.thread_id)
+        history = parse_ancestry(thread.ancestry_json, session.thread_id) if thread is not None else None
+        out[label] = history if history is not None else "unreadable"
+    return out

@@ -235,11 +235,14 @@ def _walk_all(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaS
         sessions = [s for s in reader.sessions(persona=persona) if s.status != "deleted"]
     summary.sessions = len(sessions)
     seen: set[str] = set()
+    # A rebuild records its documents only at the end: which sessions hold which turn, for
+    # the secret memory's pushes to sessions built in an earlier batch (indexer.sync.recurring).
+    holders: dict[str, set[str]] | None = {} if rebuilding else None
     for start in range(0, len(sessions), SESSIONS_PER_BATCH):
         check_stop(stop)
         part = sessions[start : start + SESSIONS_PER_BATCH]
         with reader.snapshot():
-            built = build_sessions(ix, reader, persona, part, only_new=False)
+            built = build_sessions(ix, reader, persona, part, only_new=False, holders=holders)
         written = write_in_parts(ix, persona, built.docs, targets, summary, skip_unchanged=not rebuilding,
                                   stop=stop, progress=progress, record=not rebuilding)
         on_batch(written, built)

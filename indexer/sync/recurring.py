@@ -17,23 +17,33 @@ time a pass touches it.
 from __future__ import annotations
 
 import threading
+from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import structlog
+
 from redaction import Recurring, Redactor, found_values
 
-__all__ = ["SecretMemory"]
+__all__ = ["SecretMemory", "WAIT"]
+
+log = structlog.get_logger("indexer.sync")
+
+WAIT = object()
+"""A turn's text as given to :meth:`SecretMemory.learn` when it cannot be read yet (still
+streaming, a bad row that may be repaired): learned from once it can."""
 
 
 @dataclass(slots=True)
 class _Session:
-    covered: int = 0
-    """How many turns at the start of the ancestry were learned from."""
-    last: str | None = None
-    """The turn id at ``covered - 1``: another id there means the history was rewritten."""
-    values: dict[str, str] = field(default_factory=dict)
+    seen: array = field(default_factory=lambda: array("q"))
+    """``hash()`` of each ancestry turn id handled so far, in order (8 bytes a turn): where a
+    rewritten history diverges, learning starts again."""
+    waiting: set[str] = field(default_factory=set)
+    """Turns handled but not learned from yet (``WAIT``)."""
+    values: dict[str, str] = field(default_factory=dict, repr=False)
     """Secret value → id of the rule that found it."""
-    recurring: Recurring | None = None
+    recurring: Recurring | None = field(default=None, repr=False)
     """``values`` ready for the redactor, built on first use after a change."""
 
 
@@ -49,32 +59,43 @@ class SecretMemory:
         return f"SecretMemory({len(self._sessions)} sessions)"
 
     def unlearned(self, persona: str, label: str, ancestry: Sequence[str]) -> list[str]:
-        """The turns of ``ancestry`` not learned from yet: the tail past what was covered, or
-        every turn when the covered part is no longer a prefix (a rewound history)."""
+        """The turns of ``ancestry`` to learn from: those past the point where it leaves the
+        history handled so far (all of it the first time; after a rewind or a regenerated
+        turn, from there), and those handled earlier that had to wait."""
         with self._lock:
             s = self._sessions.get((persona, label))
-        if s is None or s.covered == 0:
-            return list(ancestry)
-        if s.covered <= len(ancestry) and ancestry[s.covered - 1] == s.last:
-            return list(ancestry[s.covered:])
-        return list(ancestry)
+            if s is None:
+                return list(ancestry)
+            split = _diverges(s.seen, ancestry)
+            return [t for t in ancestry[:split] if t in s.waiting] + list(ancestry[split:])
 
-    def learn(self, persona: str, label: str, ancestry: Sequence[str], texts: Mapping[str, str],
-              pending: set[str]) -> dict[str, str]:
-        """Learn from the unredacted ``texts`` of turns of ``ancestry`` (the ones
-        :meth:`unlearned` named that have text). The covered prefix stops at the first
-        ``pending`` turn: its text may still change, so it is read again next time.
+    def learn(self, persona: str, label: str, ancestry: Sequence[str], texts: Mapping[str, object]) -> dict[str, str]:
+        """Learn from the unredacted ``texts`` of the turns :meth:`unlearned` named: a text,
+        None (nothing to learn: no text), or ``WAIT`` (read it again next time). A text the
+        redactor fails on waits too (the build records that turn as a bad row).
         Returns the values this session did not have."""
         found: dict[str, str] = {}
-        for text in texts.values():
-            for value, rule in found_values(text, self._redactor.redact(text).findings).items():
+        waiting: set[str] = set()
+        for tid, text in texts.items():
+            if text is WAIT:
+                waiting.add(tid)
+                continue
+            if text is None:
+                continue
+            try:
+                values = found_values(text, self._redactor.redact(text).findings)
+            except Exception as exc:  # the build meets the same error and records a bad row
+                log.warning("redaction.learn_failed", session=label, turn_id=tid, error=type(exc).__name__)
+                waiting.add(tid)
+                continue
+            for value, rule in values.items():
                 found.setdefault(value, rule)
-        start = len(ancestry) - len(self.unlearned(persona, label, ancestry))
-        stop = next((i for i in range(start, len(ancestry)) if ancestry[i] in pending), len(ancestry))
         with self._lock:
             s = self._sessions.setdefault((persona, label), _Session())
-            if stop > 0:
-                s.covered, s.last = stop, ancestry[stop - 1]
+            split = _diverges(s.seen, ancestry)
+            kept = {t for t in ancestry[:split] if t in s.waiting and t not in texts}
+            s.waiting = kept | waiting
+            s.seen = array("q", (hash(t) for t in ancestry))
             return self._add(s, found)
 
     def add(self, persona: str, label: str, values: Mapping[str, str]) -> dict[str, str]:
@@ -84,10 +105,10 @@ class SecretMemory:
             return self._add(self._sessions.setdefault((persona, label), _Session()), values)
 
     def knows(self, persona: str, label: str) -> bool:
-        """Whether any of ``label``'s history was learned from in this process."""
+        """Whether ``label``'s history was read in this process."""
         with self._lock:
             s = self._sessions.get((persona, label))
-            return s is not None and s.covered > 0
+            return s is not None and len(s.seen) > 0
 
     def recurring(self, persona: str, label: str) -> Recurring | None:
         """The values to mask in ``label``'s documents (None: none known)."""
@@ -112,3 +133,16 @@ class SecretMemory:
             s.values.update(new)
             s.recurring = None
         return new
+
+
+def _diverges(seen: array, ancestry: Sequence[str]) -> int:
+    """The first position where ``ancestry`` differs from the turns ``seen`` (by hash)."""
+    n = min(len(seen), len(ancestry))
+    # An ancestry is a path from the root: the same turn at the same place means the same path
+    # up to it (the usual case, a history that grew).
+    if n and seen[n - 1] == hash(ancestry[n - 1]):
+        return n
+    for i in range(n):
+        if seen[i] != hash(ancestry[i]):
+            return i
+    return n

@@ -144,7 +144,9 @@ def reconcile_unscoped(ix: Indexer, reader: LedgerReader | None, persona: str) -
         elif shown:
             with reader.snapshot():
                 sessions = [row for row in reader.sessions(labels=sorted(shown)) if row.status != "deleted"]
-                built = build_sessions(ix, reader, persona, sessions, only_new=False)
+                # spread=False: only some of these documents are written here (the memory of
+                # secrets moves with the next pass, which writes what it finds)
+                built = build_sessions(ix, reader, persona, sessions, only_new=False, spread=False)
             # Only what the state DB records as indexed: turns newer than the last
             # pass reach every sink with the next pass (a document exported here
             # but unknown to the state DB could not be removed by path later).
