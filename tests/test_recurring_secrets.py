@@ -260,6 +260,33 @@ def test_a_rebuild_reaches_forks_built_in_an_earlier_batch(writer, config, monke
     assert holding(config, VPN) == []
 
 
+def test_a_pass_whose_write_failed_learns_and_rewrites_again_next_time(writer, config):
+    """The memory takes what a build learned only once its documents are written: a sink failing
+    mid-pass must not leave the earlier turn unmasked for good."""
+    early = writer.turn("main", user=f"use {VPN} for the vpn", assistant="ok")
+    ix = indexer(config)
+    try:
+        sync_once(ix)
+        writer.turn("main", user=f"the vpn password is {VPN}")
+        sink = ix.sinks[0]
+        real, calls = sink.upsert, []
+
+        def failing(persona, docs):
+            calls.append(len(docs))
+            raise OSError("disk full")
+
+        sink.upsert = failing
+        with pytest.raises(OSError):
+            sync_once(ix)
+        assert calls, "the write was attempted"
+        sink.upsert = real
+        sync_once(ix)
+    finally:
+        ix.close()
+    assert VPN not in exported(config, "main", early)
+    assert holding(config, VPN) == []
+
+
 def test_a_fork_whose_thread_row_broke_still_has_its_copy_masked(writer, config):
     early = writer.turn("main", user=f"use {VPN} for the vpn", assistant="ok")
     writer.fork("side", early)
@@ -370,3 +397,18 @@ def test_values_given_by_another_session_are_masked_and_reported_once():
     assert memory.redact("p", "other")(f"try {VPN} now") == f"try {VPN} now"  # per session
     assert not memory.knows("p", "fork")  # given values, but none of its history read yet
     assert VPN not in repr(memory) + repr(memory.recurring("p", "fork")) + repr(memory._sessions)
+
+
+def test_a_staged_memory_takes_effect_only_when_committed():
+    memory = SecretMemory(Redactor())
+    memory.add("p", "s", {DB: "password-in-prose"})
+    staged = memory.stage()
+    assert staged.learn("p", "s", ["a"], {"a": f"the vpn password is {VPN}"}) == {VPN: "password-in-prose"}
+    assert staged.redact("p", "s")(f"{VPN} {DB}") == "[REDACTED:password-in-prose] [REDACTED:password-in-prose]"
+    assert memory.redact("p", "s")(f"{VPN} {DB}") == f"{VPN} [REDACTED:password-in-prose]"  # not yet
+    assert not memory.knows("p", "s") and memory.unlearned("p", "s", ["a"]) == ["a"]
+    memory.add("p", "s", {"Other-Value-42x": "known-secret"})  # another build's, meanwhile
+    staged.commit()
+    assert memory.knows("p", "s") and memory.unlearned("p", "s", ["a"]) == []
+    assert memory.redact("p", "s")(f"{VPN} {DB} Other-Value-42x") == (
+        "[REDACTED:password-in-prose] [REDACTED:password-in-prose] [REDACTED:known-secret]")

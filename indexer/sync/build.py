@@ -18,7 +18,7 @@ from indexer.core.types import Document
 from indexer.sync.context import Indexer
 from ledger.reader import LedgerReader
 from ledger.rows import CompactionRow, MessageRow, SessionRow, TurnRow
-from indexer.sync.recurring import WAIT
+from indexer.sync.recurring import WAIT, StagedMemory
 from redaction import Recurring
 
 log = structlog.get_logger("indexer.sync")
@@ -38,6 +38,8 @@ class Built:
     fingerprints: dict[str, str] = field(default_factory=dict)
     # turns looked at (documents, skips, pending): what a progress bar counts
     considered: int = 0
+    # the secret values this build learned: commit() once its documents are written
+    learned: StagedMemory | None = None
 
     def not_written(self) -> int:
         """Turns considered that made no document to write (skipped, pending)."""
@@ -117,6 +119,7 @@ def build_sessions(
     extra_turns: Iterable[tuple[str, str]] = (),
     spread: bool = True,
     holders: dict[str, set[str]] | None = None,
+    learned: StagedMemory | None = None,
 ) -> Built:
     """Documents for ``sessions`` (and for ``extra_turns``: (session, turn) pairs
     to revisit), in a fixed number of ledger queries (more when a secret found in
@@ -125,9 +128,10 @@ def build_sessions(
     ``only_new``: skip turns already indexed (or recorded as bad) for that
     session: completed turns never change, so a tail need not rebuild them.
     ``spread``: learn secret values and return the documents already indexed that must be
-    built again for them; False for a caller that writes only some of the documents (the
-    memory must not move ahead of what was written). ``holders``: turn → sessions built
-    earlier in this pass but not recorded in the state DB yet (a rebuild), kept up to date.
+    built again for them (False: use what is known, learn nothing). What is learned goes to
+    ``Built.learned`` (``learned``: a staging shared by a rebuild's batches), to commit once
+    the documents are written. ``holders``: turn → sessions built earlier in this pass but
+    not recorded in the state DB yet (a rebuild), kept up to date.
     """
     out = Built()
     by_label = {s.label: s for s in sessions}
@@ -161,7 +165,8 @@ def build_sessions(
 
     limit = ix.config.ledger.max_message_bytes
     rows = _Rows(reader, limit)
-    memory = ix.secrets
+    memory = learned if learned is not None else ix.secrets.stage() if ix.secrets is not None else None
+    out.learned = memory
     histories = dict(out.ancestry)
     if memory is not None:
         # Revisited turns (a streaming turn finished) are learned from with their session's history.
@@ -173,7 +178,7 @@ def build_sessions(
     rows.read({t for ids in wanted.values() for t in ids} | {t for ids in learn.values() for t in ids})
     if memory is not None and spread:
         seen = holders if holders is not None else {}
-        for label, tids in _spread_secrets(ix, reader, persona, rows, learn, histories, seen).items():
+        for label, tids in _spread_secrets(ix, reader, persona, memory, rows, learn, histories, seen).items():
             ids = wanted.setdefault(label, [])
             ids.extend(t for t in tids if t not in ids)
 
@@ -214,8 +219,9 @@ def build_sessions(
     return out
 
 
-def _spread_secrets(ix: Indexer, reader: LedgerReader, persona: str, rows: _Rows, learn: dict[str, list[str]],
-                    histories: dict[str, list[str]], in_pass: dict[str, set[str]]) -> dict[str, list[str]]:
+def _spread_secrets(ix: Indexer, reader: LedgerReader, persona: str, memory: StagedMemory, rows: _Rows,
+                    learn: dict[str, list[str]], histories: dict[str, list[str]],
+                    in_pass: dict[str, set[str]]) -> dict[str, list[str]]:
     """Learn the secret values of the batch's unlearned turns, and find every turn already
     indexed that must be built again to mask a value its session did not know: per session,
     those turns. A value goes wherever a turn holding it goes: a session read for the first
@@ -223,7 +229,6 @@ def _spread_secrets(ix: Indexer, reader: LedgerReader, persona: str, rows: _Rows
     found there, and a new value is given to every session holding a turn it occurs in.
     ``histories`` gains the ancestry of each session outside the batch this reaches;
     ``in_pass`` (turn → sessions holding it, built in this pass) gains this batch's."""
-    memory = ix.secrets
     unreachable: dict[str, str] = {}  # label -> "gone" / "unreadable" (see _history)
 
     def note(label: str, history: Sequence[str]) -> None:

@@ -33,6 +33,7 @@ from indexer.state.db import now_ms
 from indexer.sync.build import Built, build_sessions
 from indexer.sync.context import Indexer
 from indexer.sync.quiet import LedgerStamp, ledger_stamp
+from indexer.sync.recurring import StagedMemory
 from indexer.sync.visibility import UNSCOPED_WRITES, reconcile_unscoped, remember_private_turns, switch_in_rebuild
 from ledger.reader import LedgerReader
 from ledger.rows import SessionRow
@@ -70,6 +71,8 @@ def _commit_state(ix: Indexer, persona: str, summary: PersonaSummary, built: Bui
             built.fingerprints, sessions_built=built.ancestry)
         if cursor is not None:
             ix.state.set_cursor(persona, cursor)
+    if built.learned is not None:  # the documents it re-rendered are written: what it learned holds
+        built.learned.commit()
     _log_skips(persona, built.skips)
 
 
@@ -230,7 +233,8 @@ def _tail(ix: Indexer, reader: LedgerReader, persona: str, cursor: int, summary:
 
 def _walk_all(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSummary,
               targets: Sequence[Target], *, rebuilding: bool, stop: threading.Event | None,
-              progress: Progress | None, on_batch: Callable[[list[Document], Built], None]) -> set[str]:
+              progress: Progress | None, on_batch: Callable[[list[Document], Built], None],
+              learned: StagedMemory | None = None) -> set[str]:
     with reader.snapshot():
         sessions = [s for s in reader.sessions(persona=persona) if s.status != "deleted"]
     summary.sessions = len(sessions)
@@ -242,7 +246,7 @@ def _walk_all(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaS
         check_stop(stop)
         part = sessions[start : start + SESSIONS_PER_BATCH]
         with reader.snapshot():
-            built = build_sessions(ix, reader, persona, part, only_new=False, holders=holders)
+            built = build_sessions(ix, reader, persona, part, only_new=False, holders=holders, learned=learned)
         written = write_in_parts(ix, persona, built.docs, targets, summary, skip_unchanged=not rebuilding,
                                   stop=stop, progress=progress, record=not rebuilding)
         on_batch(written, built)
@@ -287,6 +291,8 @@ def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSu
     pending: list[tuple[str, str]] = []
 
     fingerprints: dict[str, str] = {}
+    # what the rebuild learns takes effect once its generation is switched in
+    learned = ix.secrets.stage() if ix.secrets is not None else None
 
     def collect(written: list[Document], built: Built) -> None:
         all_docs.extend(written)
@@ -296,7 +302,7 @@ def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSu
 
     try:
         _walk_all(ix, reader, persona, summary, targets, rebuilding=True, stop=stop, progress=progress,
-                  on_batch=collect)
+                  on_batch=collect, learned=learned)
         memory_docs = ix.memory_documents(persona)
         for t in targets:
             if memory_docs:
@@ -311,6 +317,8 @@ def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSu
                 else:
                     t.rebuild.commit()
             _record_rebuild(ix, persona, summary, all_docs, memory_docs, all_skips, pending, fingerprints)
+        if learned is not None:
+            learned.commit()
         _log_skips(persona, all_skips)  # a rebuild skips like a tail: one line per session and reason
     except BaseException:
         for t in targets:

@@ -25,7 +25,7 @@ import structlog
 
 from redaction import Recurring, Redactor, found_values
 
-__all__ = ["SecretMemory", "WAIT"]
+__all__ = ["SecretMemory", "StagedMemory", "WAIT"]
 
 log = structlog.get_logger("indexer.sync")
 
@@ -48,7 +48,12 @@ class _Session:
 
 
 class SecretMemory:
-    """Per (persona, session): the secret values found in its history. Thread-safe."""
+    """Per (persona, session): the secret values found in its history. Thread-safe.
+
+    A build learns through :meth:`stage`: what it learned takes effect with
+    :meth:`StagedMemory.commit`, once the documents it re-rendered are written, so a
+    failed write leaves the memory as it was and the next pass learns (and re-renders) again.
+    """
 
     def __init__(self, redactor: Redactor) -> None:
         self._redactor = redactor
@@ -56,14 +61,44 @@ class SecretMemory:
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:  # never the values
-        return f"SecretMemory({len(self._sessions)} sessions)"
+        return f"{type(self).__name__}({len(self._sessions)} sessions)"
+
+    def stage(self) -> StagedMemory:
+        return StagedMemory(self)
+
+    # Where sessions are read and written; StagedMemory keeps its writes apart.
+    def _get(self, key: tuple[str, str]) -> _Session | None:
+        return self._sessions.get(key)
+
+    def _edit(self, key: tuple[str, str]) -> _Session:
+        return self._sessions.setdefault(key, _Session())
+
+    # What a StagedMemory asks of its base.
+    def _peek(self, key: tuple[str, str]) -> _Session | None:
+        with self._lock:
+            return self._sessions.get(key)
+
+    def _copy(self, key: tuple[str, str]) -> _Session:
+        with self._lock:
+            s = self._sessions.get(key)
+            return _Session() if s is None else _Session(array("q", s.seen), set(s.waiting), dict(s.values))
+
+    def _merge(self, staged: dict[tuple[str, str], _Session]) -> None:
+        with self._lock:
+            for key, s in staged.items():
+                had = self._sessions.get(key)
+                if had is not None and any(v not in s.values for v in had.values):
+                    for value, rule in had.values.items():
+                        s.values.setdefault(value, rule)
+                    s.recurring = None
+                self._sessions[key] = s
 
     def unlearned(self, persona: str, label: str, ancestry: Sequence[str]) -> list[str]:
         """The turns of ``ancestry`` to learn from: those past the point where it leaves the
         history handled so far (all of it the first time; after a rewind or a regenerated
         turn, from there), and those handled earlier that had to wait."""
         with self._lock:
-            s = self._sessions.get((persona, label))
+            s = self._get((persona, label))
             if s is None:
                 return list(ancestry)
             split = _diverges(s.seen, ancestry)
@@ -91,29 +126,32 @@ class SecretMemory:
             for value, rule in values.items():
                 found.setdefault(value, rule)
         with self._lock:
-            s = self._sessions.setdefault((persona, label), _Session())
+            s = self._edit((persona, label))
             split = _diverges(s.seen, ancestry)
             kept = {t for t in ancestry[:split] if t in s.waiting and t not in texts}
             s.waiting = kept | waiting
             s.seen = array("q", (hash(t) for t in ancestry))
-            return self._add(s, found)
+            return _add(s, found)
 
     def add(self, persona: str, label: str, values: Mapping[str, str]) -> dict[str, str]:
         """Give ``label`` values found in another session's copy of a turn it holds.
         Returns the ones it did not have."""
         with self._lock:
-            return self._add(self._sessions.setdefault((persona, label), _Session()), values)
+            s = self._get((persona, label))
+            if s is not None and all(v in s.values for v in values):
+                return {}
+            return _add(self._edit((persona, label)), values)
 
     def knows(self, persona: str, label: str) -> bool:
         """Whether ``label``'s history was read in this process."""
         with self._lock:
-            s = self._sessions.get((persona, label))
+            s = self._get((persona, label))
             return s is not None and len(s.seen) > 0
 
     def recurring(self, persona: str, label: str) -> Recurring | None:
         """The values to mask in ``label``'s documents (None: none known)."""
         with self._lock:
-            s = self._sessions.get((persona, label))
+            s = self._get((persona, label))
             if s is None or not s.values:
                 return None
             if s.recurring is None:
@@ -126,13 +164,38 @@ class SecretMemory:
         redactor = self._redactor
         return lambda text: redactor.redact(text, recurring=recurring).text
 
-    @staticmethod
-    def _add(s: _Session, values: Mapping[str, str]) -> dict[str, str]:
-        new = {v: r for v, r in values.items() if v not in s.values}
-        if new:
-            s.values.update(new)
-            s.recurring = None
-        return new
+
+class StagedMemory(SecretMemory):
+    """A :class:`SecretMemory` whose changes stay apart from its base until :meth:`commit`
+    (reads see both). Used by one build (or one rebuild's batches) at a time."""
+
+    def __init__(self, base: SecretMemory) -> None:
+        super().__init__(base._redactor)
+        self._base = base
+
+    def _get(self, key: tuple[str, str]) -> _Session | None:
+        s = self._sessions.get(key)
+        return s if s is not None else self._base._peek(key)
+
+    def _edit(self, key: tuple[str, str]) -> _Session:
+        s = self._sessions.get(key)
+        if s is None:
+            s = self._sessions[key] = self._base._copy(key)
+        return s
+
+    def commit(self) -> None:
+        """Make what was learned take effect in the base (values merged: a concurrent build's
+        values are kept too)."""
+        staged, self._sessions = self._sessions, {}
+        self._base._merge(staged)
+
+
+def _add(s: _Session, values: Mapping[str, str]) -> dict[str, str]:
+    new = {v: r for v, r in values.items() if v not in s.values}
+    if new:
+        s.values.update(new)
+        s.recurring = None
+    return new
 
 
 def _diverges(seen: array, ancestry: Sequence[str]) -> int:
