@@ -12,6 +12,7 @@ that does not exist yet is skipped with a note):
 - ``cli_latency`` — ``bench.cli_latency``
 - ``mcp_latency`` — ``bench.mcp_latency``
 - ``noop_pass`` — ``bench.noop_pass``
+- ``recurring_cost`` — ``bench.recurring_cost``
 - ``objectstore`` — ``bench.objectstore``
 - ``embed_memory`` — ``bench.embed_memory``
 
@@ -55,6 +56,7 @@ BENCHES = (
     Bench("cli_latency", "bench.cli_latency"),
     Bench("mcp_latency", "bench.mcp_latency"),
     Bench("noop_pass", "bench.noop_pass"),
+    Bench("recurring_cost", "bench.recurring_cost"),
     Bench("objectstore", "bench.objectstore"),
     Bench("embed_memory", "bench.embed_memory"),
 )

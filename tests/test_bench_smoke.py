@@ -116,7 +116,8 @@ def test_helpers():
     assert percentile([1, 2, 3, 4], 50) == 2.5 and percentile([5], 95) == 5.0
     assert md_table(["a", "b"], [[1, 2]]).splitlines()[1] == "| :--- | ---: |"
     assert [b.name for b in BENCHES] == ["redaction", "locomo", "latency", "ann", "daemon", "kill_campaign",
-                                         "cli_latency", "mcp_latency", "noop_pass", "objectstore", "embed_memory"]
+                                         "cli_latency", "mcp_latency", "noop_pass", "recurring_cost", "objectstore",
+                                         "embed_memory"]
     assert "git commit" in header({"locomo": {"status": "ok", "seconds": 1.0}}, quick=True)
 
 

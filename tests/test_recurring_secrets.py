@@ -242,6 +242,23 @@ def test_sharing_a_session_again_leaves_the_masking_to_the_next_pass(writer, con
     assert holding(config, VPN) == []
 
 
+def test_sharing_a_session_again_from_the_cli_with_no_daemon_running_exports_it_masked(writer, config):
+    """The CLI's process never learned anything: the restore reads the history itself."""
+    from indexer.cli.visibility import apply_visibility
+
+    early = writer.turn("main", user=f"use {VPN} for the vpn", assistant="ok")
+    writer.turn("main", user=f"the vpn password is {VPN}")
+    ix = indexer(config)
+    try:
+        sync_once(ix)
+    finally:
+        ix.close()
+    assert apply_visibility(config, "main", "private").removed == 2
+    assert apply_visibility(config, "main", "shared").restored == 2
+    assert VPN not in exported(config, "main", early)
+    assert holding(config, VPN) == []
+
+
 def test_a_rebuild_reaches_forks_built_in_an_earlier_batch(writer, config, monkeypatch):
     """A rebuild records its documents only at the end: the pass itself remembers who holds what."""
     monkeypatch.setattr("indexer.sync.engine.SESSIONS_PER_BATCH", 1)

@@ -241,12 +241,13 @@ def _walk_all(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaS
     seen: set[str] = set()
     # A rebuild records its documents only at the end: which sessions hold which turn, for
     # the secret memory's pushes to sessions built in an earlier batch (indexer.sync.recurring).
-    holders: dict[str, set[str]] | None = {} if rebuilding else None
+    pass_holders: dict[str, set[str]] | None = {} if rebuilding else None
     for start in range(0, len(sessions), SESSIONS_PER_BATCH):
         check_stop(stop)
         part = sessions[start : start + SESSIONS_PER_BATCH]
         with reader.snapshot():
-            built = build_sessions(ix, reader, persona, part, only_new=False, holders=holders, learned=learned)
+            built = build_sessions(ix, reader, persona, part, only_new=False, pass_holders=pass_holders,
+                                   learned=learned)
         written = write_in_parts(ix, persona, built.docs, targets, summary, skip_unchanged=not rebuilding,
                                   stop=stop, progress=progress, record=not rebuilding)
         on_batch(written, built)

@@ -130,7 +130,8 @@ class SecretMemory:
             split = _diverges(s.seen, ancestry)
             kept = {t for t in ancestry[:split] if t in s.waiting and t not in texts}
             s.waiting = kept | waiting
-            s.seen = array("q", (hash(t) for t in ancestry))
+            del s.seen[split:]
+            s.seen.extend(hash(t) for t in ancestry[split:])
             return _add(s, found)
 
     def add(self, persona: str, label: str, values: Mapping[str, str]) -> dict[str, str]:

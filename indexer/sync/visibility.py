@@ -27,7 +27,8 @@ import structlog
 from exporters.base import Exporter, Rebuild
 from indexer.core.safe_names import safe_segment
 from indexer.core.types import Document
-from indexer.sync.build import build_sessions, parse_ancestry
+from indexer.sync.build import build_sessions
+from indexer.sync.turn_rows import parse_ancestry
 from indexer.sync.context import Indexer
 from ledger.connection import LedgerUnavailable
 from ledger.reader import LedgerReader
@@ -144,9 +145,9 @@ def reconcile_unscoped(ix: Indexer, reader: LedgerReader | None, persona: str) -
         elif shown:
             with reader.snapshot():
                 sessions = [row for row in reader.sessions(labels=sorted(shown)) if row.status != "deleted"]
-                # spread=False: only some of these documents are written here (the memory of
-                # secrets moves with the next pass, which writes what it finds)
-                built = build_sessions(ix, reader, persona, sessions, only_new=False, spread=False)
+                # Rendered with every secret value their history holds (learned here, in a
+                # staging never committed: the next pass learns and re-renders for itself).
+                built = build_sessions(ix, reader, persona, sessions, only_new=False)
             # Only what the state DB records as indexed: turns newer than the last
             # pass reach every sink with the next pass (a document exported here
             # but unknown to the state DB could not be removed by path later).

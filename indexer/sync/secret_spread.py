@@ -1,0 +1,156 @@
+"""Where a secret found in one turn must also be masked: one step of a build.
+
+:class:`SecretSpread` learns the secret values of a batch's unlearned turns
+(:mod:`indexer.sync.recurring`) and finds every turn already indexed that must be built
+again to mask a value its session did not know. A value goes wherever a turn holding it
+goes:
+
+- **pull**: a session read for the first time in this process (a restart, a new fork)
+  takes the values its co-holders (sessions sharing a turn with it) found in those turns;
+- **push**: a new value re-renders every turn of the session it occurs in, and is given to
+  every other session holding such a turn (the state DB's ``turn_holders``, plus the
+  sessions built earlier in this pass but not recorded yet), which then does the same.
+
+Sessions outside the batch are read from the ledger as they are reached. Limits: sessions
+of one persona only; a deleted session's values are known only while the process that
+learned them runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import structlog
+
+from indexer.sync.context import Indexer
+from indexer.sync.recurring import StagedMemory
+from indexer.sync.turn_rows import TurnRows, session_histories, turn_positions
+from ledger.reader import LedgerReader
+from redaction import Recurring
+
+log = structlog.get_logger("indexer.sync")
+
+
+@dataclass
+class Respread:
+    """Turns to build again, per session; and the positions of those whose session's own
+    history could not be read (its thread row is broken)."""
+
+    again: dict[str, list[str]] = field(default_factory=dict)
+    positions: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+class SecretSpread:
+    def __init__(self, ix: Indexer, reader: LedgerReader, persona: str, memory: StagedMemory, rows: TurnRows,
+                 histories: dict[str, list[str]], pass_holders: dict[str, set[str]] | None) -> None:
+        """``histories``: the batch's sessions' ancestries (gains those of sessions reached
+        outside it). ``pass_holders``: turn → sessions built earlier in this pass and not in the
+        state DB yet (a rebuild's), gains this batch's; None: none."""
+        self.ix, self.reader, self.persona, self.memory, self.rows = ix, reader, persona, memory, rows
+        self.histories = histories
+        self.keep = pass_holders is not None
+        self.pass_holders = pass_holders if pass_holders is not None else {}
+        self.noted = False
+        self.unreachable: dict[str, str] = {}  # label -> "gone" / "unreadable" (session_histories)
+        self.gained: dict[str, dict[str, str]] = {}
+        if self.keep:  # later batches of the pass need this batch's
+            self._note_all()
+
+    def run(self, learn: dict[str, list[str]]) -> Respread:
+        """``learn``: per session of the batch, the turns it has not learned from."""
+        fresh = [label for label in learn if not self.memory.knows(self.persona, label)]
+        for label, tids in learn.items():
+            self._gain(label, self._learn(label, tids))
+        for label in fresh:
+            self._pull(label)
+        out = self._push()
+        if out.again:
+            log.info("redaction.recurring", persona=self.persona, sessions=len(out.again),
+                     turns=sum(len(t) for t in out.again.values()))
+        return out
+
+    # -- the steps ---------------------------------------------------------------------------
+
+    def _pull(self, label: str) -> None:
+        shared = self._holders_of(list(dict.fromkeys(self.histories[label])))
+        for other in sorted({h for hs in shared.values() for h in hs} - {label}):
+            if not self._reach(other):
+                continue
+            theirs = self.memory.recurring(self.persona, other)
+            if theirs is None:
+                continue
+            for tid, hs in shared.items():
+                if other in hs and (text := self.rows.text(tid)) is not None:
+                    self._gain(label, self.memory.add(self.persona, label, theirs.values_in(text)))
+
+    def _push(self) -> Respread:
+        out = Respread()
+        while self.gained:
+            label, new = self.gained.popitem()
+            if self._reach(label):
+                new = {**new, **self.gained.pop(label, {})}  # reaching it may have learned more
+                history = self.histories[label]
+            elif self.unreachable[label] == "unreadable":  # its thread row is broken: its indexed copies
+                history = sorted(self.ix.state.turns_of(self.persona, [label]))
+            else:  # deleted or gone: its documents are being removed, never written again
+                continue
+            self.rows.read(history)
+            recurring = Recurring(new)
+            found = {t: v for t in dict.fromkeys(history)
+                     if (text := self.rows.text(t)) is not None and (v := recurring.values_in(text))}
+            if not found:
+                continue
+            again = out.again.setdefault(label, [])
+            again.extend(t for t in found if t not in again)
+            if label not in self.histories:
+                out.positions.setdefault(label, {}).update(turn_positions(self.reader, found))
+            for tid, hs in self._holders_of(list(found)).items():
+                for holder in sorted(hs - {label}):
+                    self._gain(holder, self.memory.add(self.persona, holder, found[tid]))
+        return out
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _gain(self, label: str, values: dict[str, str]) -> None:
+        if values:
+            self.gained.setdefault(label, {}).update(values)
+
+    def _learn(self, label: str, tids: Sequence[str]) -> dict[str, str]:
+        self.rows.read(tids)
+        return self.memory.learn(self.persona, label, self.histories[label],
+                                 {t: self.rows.learnable(t) for t in dict.fromkeys(tids)})
+
+    def _reach(self, label: str) -> bool:
+        """Make ``label``'s history known (read from the ledger and learned from, if outside the
+        batch). False: it has none to read (deleted, gone, or its thread row unreadable)."""
+        if label in self.histories:
+            return True
+        if label in self.unreachable:
+            return False
+        history = session_histories(self.reader, self.persona, [label])[label]
+        if not isinstance(history, list):
+            self.unreachable[label] = history
+            return False
+        self.histories[label] = history
+        if self.noted:
+            self._note(label, history)
+        self._gain(label, self._learn(label, self.memory.unlearned(self.persona, label, history)))
+        return True
+
+    def _holders_of(self, tids: Sequence[str]) -> dict[str, set[str]]:
+        """Per turn, the sessions holding it: recorded in the state DB, or built in this pass."""
+        self._note_all()
+        stored = self.ix.state.turn_holders(self.persona, tids)
+        return {t: stored.get(t, set()) | self.pass_holders.get(t, set()) for t in tids}
+
+    def _note_all(self) -> None:
+        # Only once holders are asked for: a plain tail pass (nothing new learned) never is.
+        if not self.noted:
+            self.noted = True
+            for label, history in self.histories.items():
+                self._note(label, history)
+
+    def _note(self, label: str, history: Sequence[str]) -> None:
+        for tid in history:
+            self.pass_holders.setdefault(tid, set()).add(label)

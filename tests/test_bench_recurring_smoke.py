@@ -1,0 +1,24 @@
+"""bench/recurring_cost.py end to end on a tiny ledger (real redactor, real QMD exporter files, no
+model): both variants run, and the report says how many stored documents still hold a planted
+value — none with the session memory, every bare repeat without it."""
+
+from __future__ import annotations
+
+from bench import recurring_cost as R
+from bench.run_all import BENCHES, module_source
+
+
+def test_the_benchmark_is_registered():
+    bench = next(b for b in BENCHES if b.name == "recurring_cost")
+    assert "--quick" in module_source(bench.module)
+
+
+def test_a_tiny_run_reports_both_variants_and_what_each_left(tmp_path, monkeypatch):
+    monkeypatch.setattr(R, "OUT", tmp_path)
+    result = R.run(runs=2, sessions=2, turns=60, long_turns=60)
+    assert result["planted"] == 3 and result["left"] == {"memory": 0, "plain": 3}
+    assert set(result["medians"]) == {f"{step}|{v}" for step in ("backfill", "tail, warm", "tail after a restart")
+                                      for v in ("memory", "plain")}
+    md = R.report({"result": result, "timing": {"total": 1.0}})
+    assert "still holding a planted value after the backfill: **0** with the memory, 3 without" in md
+    assert not (tmp_path / "recurring-work").exists()
