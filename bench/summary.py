@@ -138,10 +138,25 @@ def mcp_latency_rows(d: dict) -> list[Row]:
     return rows
 
 
+def recurring_cost_rows(d: dict) -> list[Row]:
+    r = d["result"]
+    med = r["medians"]
+
+    def ratio(step: str) -> str:
+        return f"{med[f'{step}|memory']['wall']:.0f} vs {med[f'{step}|plain']['wall']:.0f} ms"
+
+    return [(f"recurring secrets ({r['planted']} passwords named by context, each repeated bare later): stored "
+             "documents still holding one, with / without the session memory",
+             f"{r['left']['memory']} / {r['left']['plain']}", "0", _yes(r["left"]["memory"] == 0)),
+            (f"recurring secrets, cost: backfill of {r['turns']:,} turns / tail pass / first tail pass after a "
+             f"restart ({r['long']:,}-turn session), with vs without", " / ".join(
+                 ratio(step) for step in ("backfill", "tail, warm", "tail after a restart")), "report", "–")]
+
+
 SOURCES: dict[str, Callable[[dict], list[Row]]] = {
     "redaction": redaction_rows, "locomo": locomo_rows, "latency": latency_rows, "daemon": daemon_rows,
     "kill_campaign": kill_campaign_rows, "cli_latency": cli_latency_rows,
-    "mcp_latency": mcp_latency_rows,
+    "mcp_latency": mcp_latency_rows, "recurring_cost": recurring_cost_rows,
 }
 
 
