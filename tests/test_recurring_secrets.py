@@ -27,6 +27,23 @@ def indexer(config) -> Indexer:
     return Indexer(config, sinks=build_sinks(config, embedder=FakeEmbedder()))
 
 
+def fork_family(writer, fork: str = "side") -> tuple[str, str]:
+    """main: a turn mentioning the value bare; ``fork`` forked from it, repeating it in a turn of
+    its own. Nothing has named it a secret yet. Returns (the shared turn, the fork's own)."""
+    early = writer.turn("main", user=f"use {VPN} for the vpn", assistant="ok")
+    writer.fork(fork, early)
+    return early, writer.turn(fork, user=f"{VPN} did not work from the office")
+
+
+def one_pass(config) -> None:
+    """One sync pass by a process of its own (a fresh indexer, closed after)."""
+    ix = indexer(config)
+    try:
+        sync_once(ix)
+    finally:
+        ix.close()
+
+
 def stored_bytes(config) -> dict[str, bytes]:
     """Every file of the index dir (LanceDB, state DB, QMD export), by path."""
     root = Path(config.index.dir)
@@ -103,11 +120,7 @@ def test_an_earlier_turn_already_indexed_is_written_again_when_the_value_is_name
 def test_a_compaction_summary_repeating_the_value_is_masked(writer, config):
     writer.turn("main", user=f"the vpn password is {VPN}")
     summary = writer.compaction("main", f"User shared the VPN credential {VPN}; told to rotate it.")
-    ix = indexer(config)
-    try:
-        sync_once(ix)
-    finally:
-        ix.close()
+    one_pass(config)
     assert VPN not in exported(config, "main", summary)
     assert holding(config, VPN) == []
 
@@ -115,9 +128,7 @@ def test_a_compaction_summary_repeating_the_value_is_masked(writer, config):
 def test_every_forks_copy_of_a_turn_is_masked_when_the_parent_names_the_value_later(writer, config):
     """side forks main after the bare mention and repeats it in a turn of its own; main names it a
     password only later, in a turn side does not hold: side's copy and side's own turn follow."""
-    early = writer.turn("main", user=f"use {VPN} for the vpn", assistant="ok")
-    writer.fork("side", early)
-    own = writer.turn("side", user=f"{VPN} did not work from the office")
+    early, own = fork_family(writer)
     ix = indexer(config)
     try:
         sync_once(ix)
@@ -136,9 +147,7 @@ def test_every_forks_copy_of_a_turn_is_masked_when_the_parent_names_the_value_la
 @pytest.mark.parametrize("force", [False, True], ids=["first-pass", "forced-rebuild"])
 def test_every_copy_of_a_turn_reads_the_same_after_a_whole_pass(writer, config, monkeypatch, fork, batch, force):
     monkeypatch.setattr("indexer.sync.engine.SESSIONS_PER_BATCH", batch)
-    early = writer.turn("main", user=f"use {VPN} for the vpn", assistant="ok")
-    writer.fork(fork, early)
-    own = writer.turn(fork, user=f"{VPN} did not work from the office")
+    early, own = fork_family(writer, fork)
     writer.turn("main", user=f"the vpn password is {VPN}")
     ix = indexer(config)
     try:
@@ -221,13 +230,11 @@ def test_a_turn_repaired_in_place_is_learned_from(writer, config):
 
 
 def test_sharing_a_session_again_leaves_the_masking_to_the_next_pass(writer, config):
-    """Restoring a session's export builds it on the API's thread and writes only some documents:
-    it must not teach the memory what the next pass then would not write."""
+    """Restoring a session's export (on the API's thread) renders it with what it learns but keeps
+    none of it: the next pass learns for itself and rewrites the forks' copies."""
     from indexer.sync.visibility import apply_visibility
 
-    early = writer.turn("main", user=f"use {VPN} for the vpn", assistant="ok")
-    writer.fork("side", early)
-    own = writer.turn("side", user=f"{VPN} did not work from the office")
+    early, own = fork_family(writer)
     ix = indexer(config)
     try:
         sync_once(ix)
@@ -248,11 +255,7 @@ def test_sharing_a_session_again_from_the_cli_with_no_daemon_running_exports_it_
 
     early = writer.turn("main", user=f"use {VPN} for the vpn", assistant="ok")
     writer.turn("main", user=f"the vpn password is {VPN}")
-    ix = indexer(config)
-    try:
-        sync_once(ix)
-    finally:
-        ix.close()
+    one_pass(config)
     assert apply_visibility(config, "main", "private").removed == 2
     assert apply_visibility(config, "main", "shared").restored == 2
     assert VPN not in exported(config, "main", early)
@@ -266,9 +269,7 @@ def test_a_rebuild_reaches_forks_built_in_an_earlier_batch(writer, config, monke
     ix = indexer(config)
     try:
         sync_once(ix)  # main and a-fork are new since this pass
-        early = writer.turn("main", user=f"use {VPN} for the vpn", assistant="ok")
-        writer.fork("a-fork", early)
-        own = writer.turn("a-fork", user=f"{VPN} did not work from the office")
+        early, own = fork_family(writer, "a-fork")
         writer.turn("main", user=f"the vpn password is {VPN}")
         sync_once(ix, force=True)
     finally:
