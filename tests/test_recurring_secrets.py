@@ -430,3 +430,33 @@ def test_a_staged_memory_takes_effect_only_when_committed():
     assert memory.knows("p", "s") and memory.unlearned("p", "s", ["a"]) == []
     assert memory.redact("p", "s")(f"{VPN} {DB} Other-Value-42x") == (
         "[REDACTED:password-in-prose] [REDACTED:password-in-prose] [REDACTED:known-secret]")
+
+
+def test_a_rebuild_remembers_only_the_holders_the_state_db_lacks(writer, config, monkeypatch):
+    """The in-pass map of who holds which turn covers what the state DB cannot say yet (sessions
+    new since the last pass), not every turn of the ledger."""
+    import indexer.sync.engine as engine
+
+    maps: list[dict] = []
+    real = engine.build_sessions
+
+    def spy(*args, **kwargs):
+        built = real(*args, **kwargs)
+        if kwargs.get("pass_holders") is not None:
+            maps.append(kwargs["pass_holders"])
+        return built
+
+    monkeypatch.setattr(engine, "build_sessions", spy)
+    monkeypatch.setattr(engine, "SESSIONS_PER_BATCH", 1)
+    early, own = fork_family(writer)
+    writer.turn("main", user=f"the vpn password is {VPN}")
+    one_pass(config)
+    late = writer.turn("late", user="a session new since the last pass")
+    ix = indexer(config)
+    try:
+        sync_once(ix, force=True)
+    finally:
+        ix.close()
+    assert maps and all(m is maps[0] for m in maps)  # one map for the whole rebuild
+    assert maps[0] == {late: {"late"}}
+    assert holding(config, VPN) == []

@@ -49,12 +49,11 @@ class SecretSpread:
         state DB yet (a rebuild's), gains this batch's; None: none."""
         self.ix, self.reader, self.persona, self.memory, self.rows = ix, reader, persona, memory, rows
         self.histories = histories
-        self.keep = pass_holders is not None
         self.pass_holders = pass_holders if pass_holders is not None else {}
         self.noted = False
         self.unreachable: dict[str, str] = {}  # label -> "gone" / "unreadable" (session_histories)
         self.gained: dict[str, dict[str, str]] = {}
-        if self.keep:  # later batches of the pass need this batch's
+        if pass_holders is not None:  # later batches of the pass need this batch's
             self._note_all()
 
     def run(self, learn: dict[str, list[str]]) -> Respread:
@@ -152,5 +151,9 @@ class SecretSpread:
                 self._note(label, history)
 
     def _note(self, label: str, history: Sequence[str]) -> None:
+        # Only what the state DB does not record for the session: a rebuild of a large ledger
+        # must not hold a map of every turn.
+        recorded = self.ix.state.indexed_turns(self.persona, label)
         for tid in history:
-            self.pass_holders.setdefault(tid, set()).add(label)
+            if tid not in recorded:
+                self.pass_holders.setdefault(tid, set()).add(label)
