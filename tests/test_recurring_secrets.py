@@ -229,6 +229,82 @@ def test_a_turn_repaired_in_place_is_learned_from(writer, config):
     assert holding(config, VPN) == []
 
 
+def test_a_compaction_whose_row_was_missing_is_learned_from_once_it_appears(writer, config):
+    early = writer.turn("main", user=f"use {VPN} for the vpn", assistant="ok")
+    summary = writer.compaction("main", f"User said the vpn password is {VPN}.")
+    writer.execute("DELETE FROM compactions WHERE turn_id=?", (summary,))
+    ix = indexer(config)
+    try:
+        sync_once(ix)
+        assert [b["reason"] for b in ix.state.bad_list("atlas")] == ["missing_compaction"]
+        writer.execute("INSERT INTO compactions(turn_id, summary, summarized_through_turn_id, turns_summarized, "
+                       "model) VALUES(?,?,?,?,?)", (summary, f"User said the vpn password is {VPN}.", early, 1, "m"))
+        sync_once(ix)
+        assert ix.state.bad_list("atlas") == []
+    finally:
+        ix.close()
+    assert VPN not in exported(config, "main", early)
+    assert holding(config, VPN) == []
+
+
+def test_a_session_moved_onto_another_branch_takes_the_values_of_the_sessions_it_now_shares(writer, config):
+    """The ledger lets a session's head move anywhere: a session the memory knows, moved onto
+    another session's turns, must mask what that session found in them."""
+    early = writer.turn("main", user=f"use {VPN} for the vpn", assistant="ok")
+    writer.turn("main", user=f"the vpn password is {VPN}")
+    writer.turn("other", user="unrelated chat", assistant="ok")
+    ix = indexer(config)
+    try:
+        sync_once(ix)
+        with writer.conn:
+            writer._move("other", "atlas", early, writer.now())
+        sync_once(ix)  # the same process: 'other' is known, its history branched
+    finally:
+        ix.close()
+    assert VPN not in exported(config, "other", early)
+    assert holding(config, VPN) == []
+
+
+def test_a_new_fork_in_a_large_family_reads_the_family_once_not_per_member(writer, config, monkeypatch):
+    """Pulling for a session new to the process reads the histories of the co-holders it does not
+    know in one query; those it knows cost nothing."""
+    import ledger.reader as reader_mod
+
+    early, own = fork_family(writer)
+    for i in range(30):
+        writer.fork(f"f{i:02d}", early)
+        writer.turn(f"f{i:02d}", user=f"fork {i}", assistant="ok")
+    writer.turn("main", user=f"the vpn password is {VPN}")
+    calls: list[int] = []
+    real = reader_mod.LedgerReader.sessions
+
+    def sessions(self, **kw):
+        calls.append(1)
+        return real(self, **kw)
+
+    monkeypatch.setattr(reader_mod.LedgerReader, "sessions", sessions)
+    ix = indexer(config)
+    try:
+        sync_once(ix)  # warm: every session of the family read and learned
+        writer.fork("new", early)
+        writer.turn("new", user=f"{VPN} is what I typed")
+        calls.clear()
+        sync_once(ix)
+        warm = len(calls)
+    finally:
+        ix.close()
+    ix = indexer(config)  # a restart: nothing known
+    try:
+        writer.turn("new", user="still there?", assistant="yes")
+        calls.clear()
+        sync_once(ix)
+        cold = len(calls)
+    finally:
+        ix.close()
+    assert warm <= 3 and cold <= 4, (warm, cold)  # the pass's own reads, plus one for the family
+    assert holding(config, VPN) == []
+
+
 def test_sharing_a_session_again_leaves_the_masking_to_the_next_pass(writer, config):
     """Restoring a session's export (on the API's thread) renders it with what it learns but keeps
     none of it: the next pass learns for itself and rewrites the forks' copies."""

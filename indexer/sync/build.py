@@ -19,7 +19,7 @@ from indexer.sync.turn_rows import DONE_STATUSES, TurnRows, parse_ancestry, sess
 from ledger.reader import LedgerReader
 from ledger.rows import SessionRow
 
-__all__ = ["Built", "build_sessions", "parse_ancestry"]
+__all__ = ["Built", "build_sessions"]
 
 
 @dataclass
@@ -55,7 +55,7 @@ def build_sessions(
 ) -> Built:
     """Documents for ``sessions`` (and for ``extra_turns``: (session, turn) pairs
     to revisit), in a fixed number of ledger queries (more when a secret found in
-    one turn must be masked in turns already indexed: :mod:`indexer.sync.recurring`).
+    one turn must be masked in turns already indexed: :mod:`indexer.sync.secret_spread`).
 
     ``only_new``: skip turns already indexed (or recorded as bad) for that
     session: completed turns never change, so a tail need not rebuild them.
@@ -98,19 +98,19 @@ def build_sessions(
 
     limit = ix.config.ledger.max_message_bytes
     rows = TurnRows(reader, limit)
-    memory = learned if learned is not None else ix.secrets.stage() if ix.secrets is not None else None
-    out.learned = memory
+    secrets = learned if learned is not None else ix.secrets.stage() if ix.secrets is not None else None
+    out.learned = secrets
     histories = dict(out.ancestry)
     learn: dict[str, list[str]] = {}
-    if memory is not None:
+    if secrets is not None:
         # Revisited turns (a streaming turn finished) are learned from with their session's history.
         found = session_histories(reader, persona, [label for label in wanted if label not in histories])
         histories.update((label, h) for label, h in found.items() if isinstance(h, list))
-        learn = {label: memory.unlearned(persona, label, anc) for label, anc in histories.items()}
+        learn = {label: secrets.unlearned(persona, label, anc) for label, anc in histories.items()}
     rows.read({t for ids in wanted.values() for t in ids} | {t for ids in learn.values() for t in ids})
     positions = {}
-    if memory is not None:
-        spread = SecretSpread(ix, reader, persona, memory, rows, histories, pass_holders).run(learn)
+    if secrets is not None:
+        spread = SecretSpread(ix, reader, persona, secrets, rows, histories, pass_holders).run(learn)
         for label, tids in spread.again.items():
             ids = wanted.setdefault(label, [])
             ids.extend(t for t in tids if t not in ids)
@@ -119,7 +119,7 @@ def build_sessions(
     positions.update({label: {t: i for i, t in enumerate(dict.fromkeys(anc))} for label, anc in histories.items()})
     for label, ids in wanted.items():
         session = by_label.get(label)
-        redact = memory.redact(persona, label) if memory is not None else ix.redact
+        redact = secrets.redact(persona, label) if secrets is not None else ix.redact
         for tid in ids:
             turn = rows.turns.get(tid)
             if turn is None:

@@ -240,7 +240,7 @@ def _walk_all(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaS
     summary.sessions = len(sessions)
     seen: set[str] = set()
     # A rebuild records its documents only at the end: which sessions hold which turn, for
-    # the secret memory's pushes to sessions built in an earlier batch (indexer.sync.recurring).
+    # the secret memory's pushes to sessions built in an earlier batch (indexer.sync.secret_spread).
     pass_holders: dict[str, set[str]] | None = {} if rebuilding else None
     for start in range(0, len(sessions), SESSIONS_PER_BATCH):
         check_stop(stop)

@@ -5,9 +5,9 @@ recurs in the *same* text. A conversation repeats it in other turns (``connect
 with X`` three turns later, or before the turn that named it) and in compaction
 summaries. This memory holds, per session, the values found anywhere in its
 history (its ancestry, inherited turns included), so each of its documents is
-redacted with all of them; :mod:`indexer.sync.build` re-renders the earlier
-documents a new value turns up in, and gives the value to every other session
-holding such a turn (a fork's copy), so all copies of a turn read the same.
+redacted with all of them; :mod:`indexer.sync.secret_spread` finds the earlier
+documents a new value turns up in (to build again) and gives the value to every
+other session holding such a turn (a fork's copy), so all copies of a turn read the same.
 
 Raw values live only in this process's memory: never in the state DB, the index or
 a log line. After a restart a session's whole history is read again the first
@@ -48,7 +48,9 @@ class _Session:
 
 
 class SecretMemory:
-    """Per (persona, session): the secret values found in its history. Thread-safe.
+    """Per (persona, session): the secret values found in its history. Thread-safe (a staged read
+    may fill a base session's ``recurring`` cache under the staging's lock: harmless, as a base
+    session's values never change once merged in).
 
     A build learns through :meth:`stage`: what it learned takes effect with
     :meth:`StagedMemory.commit`, once the documents it re-rendered are written, so a
@@ -143,6 +145,14 @@ class SecretMemory:
                 return {}
             return _add(self._edit((persona, label)), values)
 
+    def branched(self, persona: str, label: str, ancestry: Sequence[str]) -> bool:
+        """Whether ``ancestry`` is not the history handled so far grown at its end: never read in
+        this process, or rewound or moved onto another branch (its new turns may be shared with
+        sessions whose values it lacks)."""
+        with self._lock:
+            s = self._get((persona, label))
+            return s is None or not s.seen or _diverges(s.seen, ancestry) < len(s.seen)
+
     def knows(self, persona: str, label: str) -> bool:
         """Whether ``label``'s history was read in this process."""
         with self._lock:
@@ -185,8 +195,9 @@ class StagedMemory(SecretMemory):
         return s
 
     def commit(self) -> None:
-        """Make what was learned take effect in the base (values merged: a concurrent build's
-        values are kept too)."""
+        """Make what was learned take effect in the base: each session's handled turns as this
+        staging saw them, its values merged with the base's (only the sync worker commits; a
+        restore on the API's thread never does)."""
         staged, self._sessions = self._sessions, {}
         self._base._merge(staged)
 

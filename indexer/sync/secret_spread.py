@@ -58,11 +58,12 @@ class SecretSpread:
 
     def run(self, learn: dict[str, list[str]]) -> Respread:
         """``learn``: per session of the batch, the turns it has not learned from."""
-        fresh = [label for label in learn if not self.memory.knows(self.persona, label)]
+        branched = [label for label in learn
+                    if self.memory.branched(self.persona, label, self.histories[label])]
         for label, tids in learn.items():
             self._gain(label, self._learn(label, tids))
-        for label in fresh:
-            self._pull(label)
+        for label in branched:
+            self._pull(label, learn[label])
         out = self._push()
         if out.again:
             log.info("redaction.recurring", persona=self.persona, sessions=len(out.again),
@@ -71,11 +72,14 @@ class SecretSpread:
 
     # -- the steps ---------------------------------------------------------------------------
 
-    def _pull(self, label: str) -> None:
-        shared = self._holders_of(list(dict.fromkeys(self.histories[label])))
-        for other in sorted({h for hs in shared.values() for h in hs} - {label}):
-            if not self._reach(other):
-                continue
+    def _pull(self, label: str, tids: Sequence[str]) -> None:
+        """``label``'s history gained ``tids`` (all of it when first read): take what the other
+        sessions holding them found in them."""
+        shared = self._holders_of(list(dict.fromkeys(tids)))
+        others = sorted({h for hs in shared.values() for h in hs} - {label})
+        # Those this process never read are read now (in one query), so their values are known.
+        self._reach_all([o for o in others if not self.memory.knows(self.persona, o)])
+        for other in others:
             theirs = self.memory.recurring(self.persona, other)
             if theirs is None:
                 continue
@@ -123,19 +127,23 @@ class SecretSpread:
     def _reach(self, label: str) -> bool:
         """Make ``label``'s history known (read from the ledger and learned from, if outside the
         batch). False: it has none to read (deleted, gone, or its thread row unreadable)."""
-        if label in self.histories:
-            return True
-        if label in self.unreachable:
-            return False
-        history = session_histories(self.reader, self.persona, [label])[label]
-        if not isinstance(history, list):
-            self.unreachable[label] = history
-            return False
-        self.histories[label] = history
-        if self.noted:
-            self._note(label, history)
-        self._gain(label, self._learn(label, self.memory.unlearned(self.persona, label, history)))
-        return True
+        self._reach_all([label])
+        return label in self.histories
+
+    def _reach_all(self, labels: Sequence[str]) -> None:
+        new = [label for label in labels if label not in self.histories and label not in self.unreachable]
+        for label, history in session_histories(self.reader, self.persona, new).items():
+            if not isinstance(history, list):
+                self.unreachable[label] = history
+                continue
+            self.histories[label] = history
+            if self.noted:
+                self._note(label, history)
+        unlearned = {label: self.memory.unlearned(self.persona, label, self.histories[label])
+                     for label in new if label in self.histories}
+        self.rows.read(t for tids in unlearned.values() for t in tids)
+        for label, tids in unlearned.items():
+            self._gain(label, self._learn(label, tids))
 
     def _holders_of(self, tids: Sequence[str]) -> dict[str, set[str]]:
         """Per turn, the sessions holding it: recorded in the state DB, or built in this pass."""

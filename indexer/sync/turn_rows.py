@@ -59,7 +59,9 @@ class TurnRows:
             return WAIT
         if turn.turn_type == "compaction":
             row = self.compactions.get(tid)
-            raw = compaction_text(row, max_message_bytes=self.limit) if row is not None else None
+            if row is None:  # a bad row (missing_compaction) until its row appears
+                return WAIT
+            raw = compaction_text(row, max_message_bytes=self.limit)
         else:
             raw = turn_text(self.messages.get(tid, []), max_message_bytes=self.limit)
         return raw[0] if raw is not None else None
