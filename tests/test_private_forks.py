@@ -196,3 +196,68 @@ def test_a_forced_rebuild_keeps_the_parents_history_in_the_export(world):
     config, searcher, t = world
     assert _sync(config, force=True).personas["atlas"].mode == "rebuild"
     assert {f"sessions/main/turns/{t['m0']}.md", f"sessions/main/turns/{t['m1']}.md"} <= exported(config)
+
+
+# -- a fork into another persona (a subagent running as its own agent) ----------------------------
+
+
+def found_in(searcher, persona, caller, query=SECRET_WORDS, **kw):
+    request = SearchRequest(query=query, persona=persona, session=caller, max_results=50, **kw)
+    return {(session, r.turn_id) for r in searcher.search(request).results for session in r.sessions or [r.session]}
+
+
+def exported_all(config) -> set[str]:
+    root = config.qmd_export_dir
+    return {str(p.relative_to(root)) for p in root.rglob("*.md")}
+
+
+@pytest.fixture
+def subagent_world(world, writer):
+    """``sub`` (persona nova) forked from room's own turn s0, with a turn of its own; ``lunch``: another
+    nova session. Indexed by one pass after room was made private."""
+    config, searcher, t = world
+    writer.fork("sub", t["s0"], persona="nova")
+    t["sub1"] = writer.turn("sub", user="subagent's own words about turnips", persona="nova")
+    writer.turn("lunch", user="nova's other session about lunch", persona="nova")
+    _sync(config)
+    return config, searcher, t
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "keyword", "vector"])
+@pytest.mark.parametrize("caller", ["lunch", None])
+def test_another_personas_fork_of_a_private_session_hides_its_turns_from_that_persona(subagent_world, caller,
+                                                                                       mode):
+    config, searcher, t = subagent_world
+    assert t["s0"] not in {turn for _, turn in found_in(searcher, "nova", caller, mode=mode)}
+    with pytest.raises(DocumentNotFound):
+        get_document(config, "nova", f"sessions/sub/turns/{t['s0']}.md", session=caller)
+
+
+def test_the_subagent_still_sees_its_own_history_and_its_own_turns_show(subagent_world):
+    config, searcher, t = subagent_world
+    assert ("sub", t["s0"]) in found_in(searcher, "nova", "sub", mode="keyword")
+    assert ("sub", t["sub1"]) in found_in(searcher, "nova", "lunch", query="subagent's own words about turnips",
+                                          mode="keyword")
+
+
+def test_no_persona_exports_a_copy_until_the_session_is_shared_again(subagent_world):
+    config, searcher, t = subagent_world
+    files = exported_all(config)
+    assert not any(t["s0"] in f for f in files), files
+    assert f"nova/sessions/sub/turns/{t['sub1']}.md" in files
+    apply_visibility(config, "room", "shared")
+    files = exported_all(config)
+    assert f"nova/sessions/sub/turns/{t['s0']}.md" in files
+    assert ("sub", t["s0"]) in found_in(searcher, "nova", "lunch", mode="keyword")
+
+
+def test_making_the_session_private_after_the_subagent_forked_hides_the_copy_at_once(world, writer):
+    config, searcher, t = world
+    apply_visibility(config, "room", "shared")
+    writer.fork("sub", t["s0"], persona="nova")
+    writer.turn("lunch", user="nova's other session about lunch", persona="nova")
+    _sync(config)
+    assert f"nova/sessions/sub/turns/{t['s0']}.md" in exported_all(config)
+    apply_visibility(config, "room", "private")  # no pass in between
+    assert not any(t["s0"] in f for f in exported_all(config))
+    assert t["s0"] not in {turn for _, turn in found_in(searcher, "nova", "lunch", mode="keyword")}

@@ -529,23 +529,41 @@ class StateDB:
             self.set_json(PRIVATE_TURNS_KEY, after, persona)
 
     def private_copies(self, persona: str, *, private: set[str] | None = None) -> dict[str, set[str]]:
-        """Per private session (of ``private``, default all): its own turns that another session
-        holds (a fork's copies) — what must be hidden in every copy. A session whose own turns
-        were never recorded (made private while the ledger could not be read) counts every turn
-        of its indexed history as its own until the next pass records them."""
+        """Per private session: its own turns that another session of ``persona`` holds (a fork's
+        copies) — what must be hidden in every copy in ``persona``'s index. ``private``: the
+        persona's own private sessions (default all of them); private sessions of other personas
+        count too (a subagent of another persona forked from one). A session whose own turns were
+        never recorded (made private while the ledger could not be read) counts every turn of its
+        indexed history as its own until the next pass records them."""
         private = self.private_sessions(persona) if private is None else private
-        stored = self.get_json(PRIVATE_TURNS_KEY, persona) or {}
         out: dict[str, set[str]] = {}
-        for label in sorted(private):
-            own = stored.get(label)
-            if own is None:
-                own = self.turns_of(persona, [label])
-            # held by another session (a fork's copy), or recorded nowhere yet: a pass writes the
-            # sinks before it records the files, so a copy being written is already searchable
-            holders = self.turn_holders(persona, own)
-            hidden = {t for t in own if holders.get(t, {label}) - {label} or t not in holders}
-            forks = set().union(*(holders.get(t, set()) for t in hidden)) - {label}
-            out[label] = hidden | self._fork_compactions(persona, forks, label)
+        for owner, labels in self._private_by_persona(persona, private).items():
+            stored = self.get_json(PRIVATE_TURNS_KEY, owner) or {}
+            for label in sorted(labels):
+                own = stored.get(label)
+                if own is None:
+                    own = self.turns_of(owner, [label])
+                holders = self.turn_holders(persona, own)
+                if owner == persona:
+                    # held by another session (a fork's copy), or recorded nowhere yet: a pass writes the
+                    # sinks before it records the files, so a copy being written is already searchable
+                    hidden = {t for t in own if holders.get(t, {label}) - {label} or t not in holders}
+                else:  # another persona's session: every copy here is a fork's
+                    hidden = set(holders)
+                forks = set().union(*(holders.get(t, set()) for t in hidden)) - {label}
+                if hidden:
+                    out[label] = hidden | self._fork_compactions(persona, forks, label)
+                elif owner == persona:
+                    out[label] = set()
+        return out
+
+    def _private_by_persona(self, persona: str, private: set[str]) -> dict[str, set[str]]:
+        """``persona``'s private sessions and every other persona's, by persona (one query)."""
+        S = self.SessionReg
+        out: dict[str, set[str]] = {persona: set(private)} if private else {}
+        q = S.select(S.persona, S.label).where((S.visibility == Visibility.PRIVATE) & (S.persona != persona))
+        for owner, label in q.tuples():
+            out.setdefault(owner, set()).add(label)
         return out
 
     def _fork_compactions(self, persona: str, forks: set[str], label: str) -> set[str]:

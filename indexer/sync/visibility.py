@@ -52,13 +52,10 @@ def unscoped_sinks(ix: Indexer) -> list[Exporter]:
 
 
 def private_turns(ix: Indexer, persona: str) -> set[str]:
-    """The turns of ``persona``'s private sessions that forks carry (``StateDB.private_copies``; their
-    own turns are recorded before a pass writes anything): no copy of them, under any session's
-    label, may sit in a sink without scopes."""
-    private = ix.state.private_sessions(persona)
-    if not private:
-        return set()
-    return set().union(*ix.state.private_copies(persona, private=private).values())
+    """The turns of private sessions (this persona's or another's) that forks in ``persona`` carry
+    (``StateDB.private_copies``; their own turns are recorded before a pass writes anything): no
+    copy of them, under any session's label, may sit in a sink without scopes."""
+    return set().union(*ix.state.private_copies(persona).values())
 
 
 def own_turns(reader: LedgerReader, labels: Sequence[str]) -> dict[str, set[str]]:
@@ -253,7 +250,10 @@ def apply_visibility(ix: Indexer, label: str, visibility: str) -> VisibilityAppl
                     return None
                 remember_private_turns(ix, reader, record.persona)
             if unscoped_sinks(ix):
-                removed, restored = reconcile_unscoped(ix, reader, record.persona)
+                # its persona's export, and every other persona's (a subagent's fork may hold copies)
+                for persona in [record.persona] + sorted(set(ix.state.personas_indexed()) - {record.persona}):
+                    r, s = reconcile_unscoped(ix, reader, persona)
+                    removed, restored = removed + r, restored + s
                 if removed or restored:
                     for sink in unscoped_sinks(ix):
                         sink.after_batch()
