@@ -261,3 +261,50 @@ def test_making_the_session_private_after_the_subagent_forked_hides_the_copy_at_
     apply_visibility(config, "room", "private")  # no pass in between
     assert not any(t["s0"] in f for f in exported_all(config))
     assert t["s0"] not in {turn for _, turn in found_in(searcher, "nova", "lunch", mode="keyword")}
+
+
+@pytest.mark.parametrize("order", [None, ["nova", "atlas"]], ids=["atlas-first", "nova-first"])
+def test_a_fresh_private_turn_forked_at_once_into_another_persona_never_reaches_its_export(world, writer,
+                                                                                            config_factory, order):
+    """room says something new and a subagent forks it at once; one pass indexes both. Whichever
+    persona the pass takes first, no write to nova's export ever holds the copy, and no search of
+    nova's other sessions finds it after the pass."""
+    from exporters.qmd import QmdExporter
+
+    config, searcher, t = world
+    if order is not None:
+        config = config_factory(sinks=("lancedb", "qmd"), ledger={"personas": order})
+    fresh = writer.turn("room", user="a fresh private kumquat remark")
+    writer.fork("sub", fresh, persona="nova")
+    writer.turn("lunch", user="nova's other session about lunch", persona="nova")
+    written: list[str] = []
+    real = QmdExporter.upsert
+
+    def upsert(self, persona, docs):
+        written.extend(f"{persona}/{d.path}" for d in docs)
+        return real(self, persona, docs)
+
+    QmdExporter.upsert = upsert
+    try:
+        _sync(config)
+    finally:
+        QmdExporter.upsert = real
+    assert "nova/sessions/lunch/turns/" in "".join(written)  # nova's pass wrote its export
+    assert not [p for p in written if fresh in p], written
+    assert not any(fresh in f for f in exported_all(config))
+    assert fresh not in {turn for _, turn in found_in(searcher, "nova", "lunch", query="kumquat", mode="keyword")}
+
+
+def test_a_pass_of_the_other_persona_alone_still_knows_the_private_sessions_new_turns(world, writer,
+                                                                                      config_factory):
+    """Only nova is synced (`[ledger] personas`, or `sync --persona nova`): room's new turn is still
+    recorded as room's own before nova's pass writes a subagent's copy of it."""
+    config, searcher, t = world
+    nova_only = config_factory(sinks=("lancedb", "qmd"), ledger={"personas": ["nova"]})
+    fresh = writer.turn("room", user="a fresh private kumquat remark")
+    writer.fork("sub", fresh, persona="nova")
+    writer.turn("lunch", user="nova's other session about lunch", persona="nova")
+    _sync(nova_only)
+    _sync(nova_only)
+    assert not any(fresh in f for f in exported_all(config))
+    assert fresh not in {turn for _, turn in found_in(searcher, "nova", "lunch", query="kumquat", mode="keyword")}

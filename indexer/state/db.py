@@ -438,6 +438,10 @@ class StateDB:
         )
         return {lbl for (lbl,) in q.tuples()}
 
+    def personas_with_private_sessions(self) -> set[str]:
+        S = self.SessionReg
+        return {p for (p,) in S.select(S.persona).where(S.visibility == Visibility.PRIVATE).distinct().tuples()}
+
     def private_sessions(self, persona: str) -> set[str]:
         S = self.SessionReg
         q = S.select(S.label).where((S.persona == persona) & (S.visibility == Visibility.PRIVATE))
@@ -470,6 +474,34 @@ class StateDB:
                     memo.entries.clear()
                 memo.entries[key] = facts
             return facts
+
+    def hidden_copies(self, persona: str) -> dict[str, set[str]]:
+        """``private_copies(persona)``, reused while the state DB is unchanged (as ``scope_facts``:
+        every export write and pass asks)."""
+        conn = self.db.connection()
+        if conn.in_transaction:
+            return self.private_copies(persona)
+        with self.db.atomic():
+            (version,) = conn.execute("PRAGMA data_version").fetchone()
+            stamp = (conn, version, conn.total_changes)
+            memo = self._facts
+            if getattr(memo, "stamp", None) != stamp:
+                memo.stamp, memo.entries, memo.copies = stamp, {}, {}
+            copies = memo.copies.get(persona)
+            if copies is None:
+                copies = memo.copies[persona] = self.private_copies(persona)
+            return copies
+
+    def others_private_turns(self, persona: str) -> set[str]:
+        """Every recorded own turn of other personas' private sessions: any copy of one in
+        ``persona`` is a fork's (a subagent's), whether or not it is recorded yet."""
+        out: set[str] = set()
+        for owner, labels in self._private_by_persona(persona, set()).items():
+            stored = self.get_json(PRIVATE_TURNS_KEY, owner) or {}
+            for label in labels:
+                own = stored.get(label)
+                out.update(own if own is not None else self.turns_of(owner, [label]))
+        return out
 
     def _read_facts(self, persona: str, session: str | None, copies: dict | None = None):
         """``copies``: private sessions' hidden turns per persona, shared by every caller's facts at
@@ -543,13 +575,15 @@ class StateDB:
                 own = stored.get(label)
                 if own is None:
                     own = self.turns_of(owner, [label])
-                holders = self.turn_holders(persona, own)
+                holders = self._holders_of_many(persona, own)
                 if owner == persona:
                     # held by another session (a fork's copy), or recorded nowhere yet: a pass writes the
                     # sinks before it records the files, so a copy being written is already searchable
                     hidden = {t for t in own if holders.get(t, {label}) - {label} or t not in holders}
-                else:  # another persona's session: every copy here is a fork's
-                    hidden = set(holders)
+                else:  # another persona's session: every copy here is a fork's (a subagent's), and one
+                    # of a turn its own persona has not recorded yet may be being written right now
+                    recorded = self._holders_of_many(owner, own)
+                    hidden = set(holders) | {t for t in own if t not in recorded}
                 forks = set().union(*(holders.get(t, set()) for t in hidden)) - {label}
                 if hidden:
                     out[label] = hidden | self._fork_compactions(persona, forks, label)
@@ -588,6 +622,20 @@ class StateDB:
             q = F.select(F.turn_id, F.session_label).where((F.persona == persona) & F.turn_id.in_(part))
             for turn, label in q.tuples():
                 out.setdefault(turn, set()).add(label)
+        return out
+
+    def _holders_of_many(self, persona: str, turns: Iterable[str]) -> dict[str, set[str]]:
+        """``turn_holders`` for a long list (a private session's own turns): one statement, the ids
+        passed as one JSON array (peewee's IN lists of 500 cost ~4 ms of interpreter time each)."""
+        ids = sorted(set(turns))
+        if not ids:
+            return {}
+        rows = self.db.execute_sql(
+            "SELECT turn_id, session_label FROM files WHERE persona = ? AND turn_id IN (SELECT value FROM json_each(?))",
+            (persona, json.dumps(ids)))
+        out: dict[str, set[str]] = {}
+        for turn, label in rows.fetchall():
+            out.setdefault(turn, set()).add(label)
         return out
 
     def turns_of(self, persona: str, sessions: Iterable[str]) -> set[str]:

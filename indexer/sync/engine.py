@@ -509,16 +509,19 @@ def sync_once(
             # Count the work of every persona before doing any: one total from the first second.
             progress.planned({plan.persona: _planned_documents(ix, reader, plan, retry_bad=retry_bad)
                               for plan in plans})
+        # Before any write: a private session's turns this pass indexes are known as its own before a
+        # fork's copies of them are — in every persona holding private sessions, not only those synced
+        # now (a subagent of another persona may fork from one). Read again only when the ledger
+        # moved; kept past a delete or rewind.
+        for persona in sorted({p.persona for p in plans} | ix.state.personas_with_private_sessions()):
+            if not ix.quiet.unchanged("private", persona, stamp):
+                remember_private_turns(ix, reader, persona)
+                ix.quiet.ran("private", persona, stamp)
         for plan in plans:
             persona, mode, cursor, head, cursor_row = plan.persona, plan.mode, plan.cursor, plan.head, plan.cursor_row
             ps = PersonaSummary(persona=persona, mode=mode, cursor_before=cursor, head=head)
             summary.personas[persona] = ps
             try:
-                # Before any write: a private session's turns this pass indexes are known as its own before a
-                # fork's copies of them are (read again only when the ledger moved; kept past a delete or rewind).
-                if not ix.quiet.unchanged("private", persona, stamp):
-                    remember_private_turns(ix, reader, persona)
-                    ix.quiet.ran("private", persona, stamp)
                 if mode == "tail":
                     _tail(ix, reader, persona, cursor or 0, ps, stop, progress, retry_bad=retry_bad, stamp=stamp)
                 elif mode == "backfill":

@@ -52,10 +52,11 @@ def unscoped_sinks(ix: Indexer) -> list[Exporter]:
 
 
 def private_turns(ix: Indexer, persona: str) -> set[str]:
-    """The turns of private sessions (this persona's or another's) that forks in ``persona`` carry
-    (``StateDB.private_copies``; their own turns are recorded before a pass writes anything): no
-    copy of them, under any session's label, may sit in a sink without scopes."""
-    return set().union(*ix.state.private_copies(persona).values())
+    """The turns of private sessions that forks in ``persona`` carry (``StateDB.private_copies``;
+    their own turns are recorded before a pass writes anything), and every own turn of another
+    persona's private session (a copy of one here is always a subagent's fork, recorded or still
+    being written): no copy of them, under any session's label, may sit in a sink without scopes."""
+    return set().union(*ix.state.hidden_copies(persona).values()) | ix.state.others_private_turns(persona)
 
 
 def own_turns(reader: LedgerReader, labels: Sequence[str]) -> dict[str, set[str]]:
