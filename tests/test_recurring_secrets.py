@@ -536,3 +536,58 @@ def test_a_rebuild_remembers_only_the_holders_the_state_db_lacks(writer, config,
     assert maps and all(m is maps[0] for m in maps)  # one map for the whole rebuild
     assert maps[0] == {late: {"late"}}
     assert holding(config, VPN) == []
+
+
+# -- a subagent of another persona forked from the session -------------------------------------------
+
+
+def subagent_family(writer) -> tuple[str, str]:
+    """main (atlas): a turn mentioning the value bare; ``sub`` (persona nova) forked from it, repeating
+    it in a turn of its own. Returns (the shared turn, sub's own)."""
+    early = writer.turn("main", user=f"use {VPN} for the vpn", assistant="ok")
+    writer.fork("sub", early, persona="nova")
+    return early, writer.turn("sub", user=f"{VPN} did not work from the office", persona="nova")
+
+
+def nova_exported(config, turn: str) -> str:
+    [path] = (Path(config.qmd_export_dir) / "nova" / "sessions" / "sub").rglob(f"{turn}.md")
+    return path.read_text()
+
+
+@pytest.mark.parametrize("order", [None, ["nova", "atlas"]], ids=["atlas-first", "nova-first"])
+def test_a_subagents_copies_are_masked_when_the_parent_names_the_value_later(writer, config_factory, order):
+    """The parent's build cannot write nova's documents: it leaves the value to nova's next build."""
+    extra = {"ledger": {"personas": order}} if order else {}
+    config = config_factory(sinks=("lancedb", "qmd"), **extra)
+    early, own = subagent_family(writer)
+    ix = indexer(config)
+    try:
+        sync_once(ix)
+        assert VPN in nova_exported(config, early) and VPN in nova_exported(config, own)
+        writer.turn("main", user=f"the vpn password is {VPN}")
+        sync_once(ix)
+        sync_once(ix)  # nova first: the value reaches nova's build on the pass after
+    finally:
+        ix.close()
+    assert VPN not in nova_exported(config, early) and VPN not in nova_exported(config, own)
+    assert holding(config, VPN) == []
+
+
+def test_a_subagent_first_read_after_a_restart_takes_the_parents_values(writer, config_factory):
+    config = config_factory(sinks=("lancedb", "qmd"))
+    early, own = subagent_family(writer)
+    writer.turn("main", user=f"the vpn password is {VPN}")
+    ix = indexer(config)
+    try:
+        sync_once(ix)
+    finally:
+        ix.close()
+    ix = indexer(config)  # a restart: nothing known; only the subagent moves
+    try:
+        later = writer.turn("sub", user=f"tried {VPN} again", persona="nova")
+        sync_once(ix)
+    finally:
+        ix.close()
+    assert VPN not in nova_exported(config, later)
+    assert VPN not in nova_exported(config, early) and VPN not in nova_exported(config, own)
+    assert holding(config, VPN) == []

@@ -575,14 +575,14 @@ class StateDB:
                 own = stored.get(label)
                 if own is None:
                     own = self.turns_of(owner, [label])
-                holders = self._holders_of_many(persona, own)
+                holders = self.turn_holders(persona, own)
                 if owner == persona:
                     # held by another session (a fork's copy), or recorded nowhere yet: a pass writes the
                     # sinks before it records the files, so a copy being written is already searchable
                     hidden = {t for t in own if holders.get(t, {label}) - {label} or t not in holders}
                 else:  # another persona's session: every copy here is a fork's (a subagent's), and one
                     # of a turn its own persona has not recorded yet may be being written right now
-                    recorded = self._holders_of_many(owner, own)
+                    recorded = self.turn_holders(owner, own)
                     hidden = set(holders) | {t for t in own if t not in recorded}
                 forks = set().union(*(holders.get(t, set()) for t in hidden)) - {label}
                 if hidden:
@@ -615,18 +615,9 @@ class StateDB:
         return {t for t in found if holders.get(t, set()) <= forks | {label}}
 
     def turn_holders(self, persona: str, turns: Iterable[str]) -> dict[str, set[str]]:
-        """Per turn of ``turns``, the sessions whose indexed history holds it (by the index on turns)."""
-        F = self.File
-        out: dict[str, set[str]] = {}
-        for part in chunked(sorted(set(turns)), 500):
-            q = F.select(F.turn_id, F.session_label).where((F.persona == persona) & F.turn_id.in_(part))
-            for turn, label in q.tuples():
-                out.setdefault(turn, set()).add(label)
-        return out
-
-    def _holders_of_many(self, persona: str, turns: Iterable[str]) -> dict[str, set[str]]:
-        """``turn_holders`` for a long list (a private session's own turns): one statement, the ids
-        passed as one JSON array (peewee's IN lists of 500 cost ~4 ms of interpreter time each)."""
+        """Per turn of ``turns``, the sessions whose indexed history holds it (by the index on turns).
+        One statement, the ids passed as one JSON array: lists run to a private session's every own
+        turn, and peewee's IN lists of 500 cost ~4 ms of interpreter time each."""
         ids = sorted(set(turns))
         if not ids:
             return {}

@@ -179,6 +179,22 @@ def _retry_bad(ix: Indexer, reader: LedgerReader, persona: str, summary: Persona
              still_bad=ix.state.bad_count(persona), were_bad=before)
 
 
+def _write_owed(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSummary, deleted: set[str],
+                stop: threading.Event | None, progress: Progress | None) -> None:
+    """Sessions a build of another persona found secret values for (in turns they hold: a
+    subagent's fork and its parent): build them, so their documents holding one are rewritten."""
+    owed = ix.secrets.owing(persona) if ix.secrets is not None else []
+    if not owed:
+        return
+    with reader.snapshot():
+        current = [s for s in reader.sessions(labels=owed, persona=persona) if s.status != "deleted"]
+        built = build_sessions(ix, reader, persona, current, only_new=True)
+    ix.secrets.forget_owed(persona, sorted(set(owed) - {s.label for s in current} | (set(owed) & deleted)))
+    write_in_parts(ix, persona, built.docs, live_targets(ix, persona), summary, skip_unchanged=True, stop=stop,
+                   progress=progress)
+    _commit_state(ix, persona, summary, built, set(), None)
+
+
 def _tail(ix: Indexer, reader: LedgerReader, persona: str, cursor: int, summary: PersonaSummary,
           stop: threading.Event | None, progress: Progress | None, *, retry_bad: bool = False,
           stamp: LedgerStamp | None = None) -> None:
@@ -199,6 +215,7 @@ def _tail(ix: Indexer, reader: LedgerReader, persona: str, cursor: int, summary:
     else:
         _retry_bad(ix, reader, persona, summary, _bad_rows_changed(ix, reader, persona, deleted, stamp),
                    "rows_changed", stop, progress)
+    _write_owed(ix, reader, persona, summary, deleted, stop, progress)
     if not sessions_quiet:
         pending = [(s, t) for s, t in ix.state.pending(persona) if s not in deleted]
         if pending:

@@ -45,6 +45,9 @@ class _Session:
     """Secret value → id of the rule that found it."""
     recurring: Recurring | None = field(default=None, repr=False)
     """``values`` ready for the redactor, built on first use after a change."""
+    owed: dict[str, str] = field(default_factory=dict, repr=False)
+    """Values a session of another persona found in a turn this one holds: its own persona's next
+    build takes them (:meth:`SecretMemory.take_owed`) and rewrites the documents holding them."""
 
 
 class SecretMemory:
@@ -83,7 +86,8 @@ class SecretMemory:
     def _copy(self, key: tuple[str, str]) -> _Session:
         with self._lock:
             s = self._sessions.get(key)
-            return _Session() if s is None else _Session(array("q", s.seen), set(s.waiting), dict(s.values))
+            return _Session() if s is None else _Session(array("q", s.seen), set(s.waiting), dict(s.values),
+                                                         owed=dict(s.owed))
 
     def _merge(self, staged: dict[tuple[str, str], _Session]) -> None:
         with self._lock:
@@ -105,6 +109,13 @@ class SecretMemory:
                 return list(ancestry)
             split = _diverges(s.seen, ancestry)
             return [t for t in ancestry[:split] if t in s.waiting] + list(ancestry[split:])
+
+    def found_in(self, text: str) -> dict[str, str]:
+        """The values the rules find in ``text`` (nothing kept). A redactor error finds none."""
+        try:
+            return found_values(text, self._redactor.redact(text).findings)
+        except Exception:  # the session's own build records the bad row
+            return {}
 
     def learn(self, persona: str, label: str, ancestry: Sequence[str], texts: Mapping[str, object]) -> dict[str, str]:
         """Learn from the unredacted ``texts`` of the turns :meth:`unlearned` named: a text,
@@ -152,6 +163,39 @@ class SecretMemory:
         with self._lock:
             s = self._get((persona, label))
             return s is None or not s.seen or _diverges(s.seen, ancestry) < len(s.seen)
+
+    def owe(self, persona: str, label: str, values: Mapping[str, str]) -> None:
+        """Values for ``label`` found by a session of another persona (which cannot write this
+        persona's documents): ``label``'s next build takes them."""
+        with self._lock:
+            s = self._get((persona, label))
+            if s is not None and all(v in s.values or v in s.owed for v in values):
+                return
+            s = self._edit((persona, label))
+            s.owed.update((v, r) for v, r in values.items() if v not in s.values)
+
+    def take_owed(self, persona: str, label: str) -> dict[str, str]:
+        """The values owed to ``label`` (see :meth:`owe`), no longer owed once this is committed."""
+        with self._lock:
+            s = self._get((persona, label))
+            if s is None or not s.owed:
+                return {}
+            s = self._edit((persona, label))
+            owed, s.owed = s.owed, {}
+            return owed
+
+    def owing(self, persona: str) -> list[str]:
+        """Sessions of ``persona`` owed values (committed ones)."""
+        with self._lock:
+            return sorted(label for (p, label), s in self._sessions.items() if p == persona and s.owed)
+
+    def forget_owed(self, persona: str, labels: Sequence[str]) -> None:
+        """Sessions gone from the ledger: nothing to write for them."""
+        with self._lock:
+            for label in labels:
+                s = self._sessions.get((persona, label))
+                if s is not None:
+                    s.owed = {}
 
     def knows(self, persona: str, label: str) -> bool:
         """Whether ``label``'s history was read in this process."""

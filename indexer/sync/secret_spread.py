@@ -11,9 +11,11 @@ goes:
   every other session holding such a turn (the state DB's ``turn_holders``, plus the
   sessions built earlier in this pass but not recorded yet), which then does the same.
 
-Sessions outside the batch are read from the ledger as they are reached. Limits: sessions
-of one persona only; a deleted session's values are known only while the process that
-learned them runs.
+Sessions outside the batch are read from the ledger as they are reached. Sessions of
+another persona (a subagent forked from one of this persona's) cannot be written by this
+persona's build: a value found for one is owed to it (``SecretMemory.owe``) and its own
+persona's next pass rewrites it; a session first read pulls from them too. Limit: a deleted
+session's values are known only while the process that learned them runs.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class SecretSpread:
         self.noted = False
         self.unreachable: dict[str, str] = {}  # label -> "gone" / "unreadable" (session_histories)
         self.gained: dict[str, dict[str, str]] = {}
+        self.others: list[str] | None = None  # the other personas with documents, read once
         if pass_holders is not None:  # later batches of the pass need this batch's
             self._note_all()
 
@@ -62,8 +65,11 @@ class SecretSpread:
                     if self.memory.branched(self.persona, label, self.histories[label])]
         for label, tids in learn.items():
             self._gain(label, self._learn(label, tids))
+            # what a session of another persona found in turns this one holds
+            self._gain(label, self.memory.add(self.persona, label, self.memory.take_owed(self.persona, label)))
         for label in branched:
             self._pull(label, learn[label])
+            self._pull_elsewhere(label, learn[label])
         out = self._push()
         if out.again:
             log.info("redaction.recurring", persona=self.persona, sessions=len(out.again),
@@ -111,7 +117,31 @@ class SecretSpread:
             for tid, hs in self._holders_of(list(found)).items():
                 for holder in sorted(hs - {label}):
                     self._gain(holder, self.memory.add(self.persona, holder, found[tid]))
+            for tid, hs in self._holders_elsewhere(list(found)).items():
+                for persona, holder in sorted(hs):  # its own persona's next build writes them
+                    self.memory.owe(persona, holder, found[tid])
         return out
+
+    def _pull_elsewhere(self, label: str, tids: Sequence[str]) -> None:
+        """As :meth:`_pull`, from sessions of other personas holding ``tids`` (a subagent's fork
+        and its parent). One this process never read has its history read and redacted here
+        (what it found is not kept: its own persona's passes learn for themselves)."""
+        shared = self._holders_elsewhere(list(dict.fromkeys(tids)))
+        for persona, other in sorted({h for hs in shared.values() for h in hs}):
+            theirs = self.memory.recurring(persona, other) if self.memory.knows(persona, other) else None
+            if theirs is None:
+                history = session_histories(self.reader, persona, [other])[other]
+                if not isinstance(history, list):
+                    continue
+                self.rows.read(history)
+                found: dict[str, str] = {}
+                for tid in dict.fromkeys(history):
+                    if (text := self.rows.text(tid)) is not None:
+                        found.update(self.memory.found_in(text))
+                theirs = Recurring(found)
+            for tid, hs in shared.items():
+                if (persona, other) in hs and (text := self.rows.text(tid)) is not None:
+                    self._gain(label, self.memory.add(self.persona, label, theirs.values_in(text)))
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -150,6 +180,19 @@ class SecretSpread:
         self._note_all()
         stored = self.ix.state.turn_holders(self.persona, tids)
         return {t: stored.get(t, set()) | self.pass_holders.get(t, set()) for t in tids}
+
+    def _holders_elsewhere(self, tids: Sequence[str]) -> dict[str, set[tuple[str, str]]]:
+        """Per turn, the (persona, session) pairs of other personas holding it (recorded)."""
+        out: dict[str, set[tuple[str, str]]] = {}
+        for persona in self._other_personas():
+            for tid, labels in self.ix.state.turn_holders(persona, tids).items():
+                out.setdefault(tid, set()).update((persona, label) for label in labels)
+        return out
+
+    def _other_personas(self) -> list[str]:
+        if self.others is None:
+            self.others = sorted(set(self.ix.state.personas_indexed()) - {self.persona})
+        return self.others
 
     def _note_all(self) -> None:
         # Only once holders are asked for: a plain tail pass (nothing new learned) never is.
