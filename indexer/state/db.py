@@ -438,6 +438,11 @@ class StateDB:
         )
         return {lbl for (lbl,) in q.tuples()}
 
+    def session_personas(self) -> set[str]:
+        """Personas with a session in the registry (a small table: cheaper than ``personas_indexed``)."""
+        S = self.SessionReg
+        return {p for (p,) in S.select(S.persona).distinct().tuples()}
+
     def personas_with_private_sessions(self) -> set[str]:
         S = self.SessionReg
         return {p for (p,) in S.select(S.persona).where(S.visibility == Visibility.PRIVATE).distinct().tuples()}

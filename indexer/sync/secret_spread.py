@@ -191,7 +191,7 @@ class SecretSpread:
 
     def _other_personas(self) -> list[str]:
         if self.others is None:
-            self.others = sorted(set(self.ix.state.personas_indexed()) - {self.persona})
+            self.others = sorted(self.ix.state.session_personas() - {self.persona})
         return self.others
 
     def _note_all(self) -> None:
