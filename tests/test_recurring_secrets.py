@@ -591,3 +591,91 @@ def test_a_subagent_first_read_after_a_restart_takes_the_parents_values(writer, 
     assert VPN not in nova_exported(config, later)
     assert VPN not in nova_exported(config, early) and VPN not in nova_exported(config, own)
     assert holding(config, VPN) == []
+
+
+def test_what_is_owed_to_a_subagent_survives_a_restart_before_its_personas_pass(writer, config_factory):
+    """Only the session's label is recorded (the state DB never holds a value): after a restart the
+    subagent is read again and takes the value from its parent's history."""
+    config = config_factory(sinks=("lancedb", "qmd"))
+    early, own = subagent_family(writer)
+    ix = indexer(config)
+    try:
+        sync_once(ix)
+        writer.turn("main", user=f"the vpn password is {VPN}")
+        sync_once(ix, personas=["atlas"])  # the process stops after atlas's part
+        assert ix.state.secret_rechecks("nova") == {"sub"}
+    finally:
+        ix.close()
+    assert VPN in nova_exported(config, early)
+    one_pass(config)  # a new process; nothing moved since
+    assert VPN not in nova_exported(config, early) and VPN not in nova_exported(config, own)
+    assert holding(config, VPN) == []
+    ix = indexer(config)
+    try:
+        assert ix.state.secret_rechecks("nova") == set()
+    finally:
+        ix.close()
+
+
+def test_a_value_a_subagent_names_reaches_its_parents_copy_across_a_restart(writer, config_factory):
+    config = config_factory(sinks=("lancedb", "qmd"))
+    early = writer.turn("main", user=f"use {VPN} for the vpn", assistant="ok")
+    writer.fork("sub", early, persona="nova")
+    ix = indexer(config)
+    try:
+        sync_once(ix)
+        writer.turn("sub", user=f"the vpn password is {VPN}", persona="nova")
+        sync_once(ix)  # atlas first (nothing new), then nova: owes atlas's main
+    finally:
+        ix.close()
+    one_pass(config)
+    assert VPN not in exported(config, "main", early)
+    assert holding(config, VPN) == []
+
+
+def test_an_owed_session_whose_thread_row_broke_is_rewritten_once_not_every_pass(writer, config_factory,
+                                                                                  monkeypatch):
+    import indexer.sync.engine as engine
+
+    config = config_factory(sinks=("lancedb", "qmd"))
+    early, own = subagent_family(writer)
+    ix = indexer(config)
+    try:
+        sync_once(ix)
+        writer.execute("UPDATE threads SET ancestry='not json' WHERE turn_id=?", (own,))
+        writer.turn("main", user=f"the vpn password is {VPN}")
+        sync_once(ix)
+        sync_once(ix)
+        built: list[list[str]] = []
+        real = engine.build_sessions
+        monkeypatch.setattr(engine, "build_sessions", lambda *a, **k: built.append([s.label for s in a[3]])
+                            or real(*a, **k))
+        for _ in range(3):
+            sync_once(ix)
+        assert built == [], built  # nothing owed any more: quiet passes build nothing
+    finally:
+        ix.close()
+    assert VPN not in nova_exported(config, early) and VPN not in nova_exported(config, own)
+    assert holding(config, VPN) == []
+
+
+def test_a_new_subagent_of_a_known_parent_without_secrets_reads_nothing_more(writer, config_factory, monkeypatch):
+    from indexer.sync.recurring import SecretMemory as Memory
+
+    config = config_factory(sinks=("qmd",))
+    for i in range(50):
+        last = writer.turn("main", user=f"question {i}", assistant="answer")
+    scanned: list[str] = []
+    real = Memory.found_in
+    monkeypatch.setattr(Memory, "found_in", lambda self, text: scanned.append(text) or real(self, text))
+    ix = indexer(config)
+    try:
+        sync_once(ix)
+        for k in range(3):
+            writer.fork(f"sub{k}", last, persona="nova")
+            writer.turn(f"sub{k}", user="a task", persona="nova")
+            scanned.clear()
+            sync_once(ix)
+            assert scanned == [], (k, len(scanned))  # main is known: its memory answers, no re-read
+    finally:
+        ix.close()

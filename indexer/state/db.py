@@ -35,6 +35,9 @@ INDEX_META_KEY = "memory_index_meta_v1"
 SCHEMA_VERSION_KEY = "schema_version"
 #: per persona, per private session: the turns it said itself (kept while it stays private)
 PRIVATE_TURNS_KEY = "private_session_own_turns_v1"
+# Sessions a build of another persona found secret values for (the labels only, never a value):
+# their persona's next pass reads them again (indexer.sync.secret_spread).
+SECRET_RECHECK_KEY = "secret_recheck_v1"
 GLOBAL = ""  # scope of meta rows that belong to no persona
 
 
@@ -437,6 +440,19 @@ class StateDB:
             (S.persona == persona) & ((S.visibility == Visibility.PRIVATE) | (S.ledger_status == "deleted"))
         )
         return {lbl for (lbl,) in q.tuples()}
+
+    def secret_rechecks(self, persona: str) -> set[str]:
+        return set(self.get_json(SECRET_RECHECK_KEY, persona) or [])
+
+    def add_secret_rechecks(self, persona: str, labels: Iterable[str]) -> None:
+        now = self.secret_rechecks(persona)
+        if not set(labels) <= now:
+            self.set_json(SECRET_RECHECK_KEY, sorted(now | set(labels)), persona)
+
+    def clear_secret_rechecks(self, persona: str, labels: Iterable[str]) -> None:
+        now = self.secret_rechecks(persona)
+        if now & set(labels):
+            self.set_json(SECRET_RECHECK_KEY, sorted(now - set(labels)), persona)
 
     def session_personas(self) -> set[str]:
         """Personas with a session in the registry (a small table: cheaper than ``personas_indexed``)."""

@@ -36,6 +36,8 @@ class Built:
     considered: int = 0
     # the secret values this build learned: commit() once its documents are written
     learned: StagedMemory | None = None
+    # sessions it read again for values found in another persona (indexer.sync.engine._write_owed)
+    rechecked: list[str] = field(default_factory=list)
 
     def not_written(self) -> int:
         """Turns considered that made no document to write (skipped, pending)."""
@@ -52,6 +54,7 @@ def build_sessions(
     extra_turns: Iterable[tuple[str, str]] = (),
     pass_holders: dict[str, set[str]] | None = None,
     learned: StagedMemory | None = None,
+    recheck: Sequence[str] = (),
 ) -> Built:
     """Documents for ``sessions`` (and for ``extra_turns``: (session, turn) pairs
     to revisit), in a fixed number of ledger queries (more when a secret found in
@@ -64,7 +67,8 @@ def build_sessions(
     when a new value turns up. What the build learned is in ``Built.learned`` (``learned``: a
     staging shared by a rebuild's batches), to commit once the documents are written.
     ``pass_holders``: turn → sessions built earlier in this pass but not recorded in the state
-    DB yet (a rebuild's), kept up to date.
+    DB yet (a rebuild's), kept up to date. ``recheck``: sessions a build of another persona
+    found values for: they take what is owed and read their co-holders' values again.
     """
     out = Built()
     by_label = {s.label: s for s in sessions}
@@ -110,7 +114,8 @@ def build_sessions(
     rows.read({t for ids in wanted.values() for t in ids} | {t for ids in learn.values() for t in ids})
     positions = {}
     if secrets is not None:
-        spread = SecretSpread(ix, reader, persona, secrets, rows, histories, pass_holders).run(learn)
+        spread = SecretSpread(ix, reader, persona, secrets, rows, histories, pass_holders).run(learn, recheck)
+        out.rechecked = list(recheck)
         for label, tids in spread.again.items():
             ids = wanted.setdefault(label, [])
             ids.extend(t for t in tids if t not in ids)

@@ -71,9 +71,19 @@ def _commit_state(ix: Indexer, persona: str, summary: PersonaSummary, built: Bui
             built.fingerprints, sessions_built=built.ancestry)
         if cursor is not None:
             ix.state.set_cursor(persona, cursor)
+        _record_owed(ix, built)
+        ix.state.clear_secret_rechecks(persona, built.rechecked)
     if built.learned is not None:  # the documents it re-rendered are written: what it learned holds
         built.learned.commit()
     _log_skips(persona, built.skips)
+
+
+def _record_owed(ix: Indexer, built: Built) -> None:
+    """Record (labels only) the sessions of other personas this build owes secret values to, so a
+    restart before their persona's pass does not lose them. Call in the state transaction."""
+    if built.learned is not None:
+        for persona, labels in built.learned.owed_sessions().items():
+            ix.state.add_secret_rechecks(persona, labels)
 
 
 def _log_skips(persona: str, skips: Sequence[Skip]) -> None:
@@ -183,13 +193,18 @@ def _write_owed(ix: Indexer, reader: LedgerReader, persona: str, summary: Person
                 stop: threading.Event | None, progress: Progress | None) -> None:
     """Sessions a build of another persona found secret values for (in turns they hold: a
     subagent's fork and its parent): build them, so their documents holding one are rewritten."""
-    owed = ix.secrets.owing(persona) if ix.secrets is not None else []
+    if ix.secrets is None:
+        return
+    recheck = ix.state.secret_rechecks(persona)  # recorded by a build before a restart, maybe
+    owed = sorted(set(ix.secrets.owing(persona)) | recheck)
     if not owed:
         return
     with reader.snapshot():
         current = [s for s in reader.sessions(labels=owed, persona=persona) if s.status != "deleted"]
-        built = build_sessions(ix, reader, persona, current, only_new=True)
-    ix.secrets.forget_owed(persona, sorted(set(owed) - {s.label for s in current} | (set(owed) & deleted)))
+        built = build_sessions(ix, reader, persona, current, only_new=True, recheck=owed)
+    gone = sorted(set(owed) - {s.label for s in current} | (set(owed) & deleted))
+    ix.secrets.forget_owed(persona, gone)
+    built.rechecked = sorted(set(built.rechecked) | set(gone))
     write_in_parts(ix, persona, built.docs, live_targets(ix, persona), summary, skip_unchanged=True, stop=stop,
                    progress=progress)
     _commit_state(ix, persona, summary, built, set(), None)
@@ -336,6 +351,9 @@ def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSu
                     t.rebuild.commit()
             _record_rebuild(ix, persona, summary, all_docs, memory_docs, all_skips, pending, fingerprints)
         if learned is not None:
+            with ix.state.atomic():
+                for owed_persona, labels in learned.owed_sessions().items():
+                    ix.state.add_secret_rechecks(owed_persona, labels)
             learned.commit()
         _log_skips(persona, all_skips)  # a rebuild skips like a tail: one line per session and reason
     except BaseException:

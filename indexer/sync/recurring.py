@@ -63,6 +63,7 @@ class SecretMemory:
     def __init__(self, redactor: Redactor) -> None:
         self._redactor = redactor
         self._sessions: dict[tuple[str, str], _Session] = {}
+        self._owing: dict[str, set[str]] = {}  # persona -> sessions owed values (see owe)
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:  # never the values
@@ -98,6 +99,14 @@ class SecretMemory:
                         s.values.setdefault(value, rule)
                     s.recurring = None
                 self._sessions[key] = s
+                self._note_owed(key, s)
+
+    def _note_owed(self, key: tuple[str, str], s: _Session) -> None:
+        persona, label = key
+        if s.owed:
+            self._owing.setdefault(persona, set()).add(label)
+        else:
+            self._owing.get(persona, set()).discard(label)
 
     def unlearned(self, persona: str, label: str, ancestry: Sequence[str]) -> list[str]:
         """The turns of ``ancestry`` to learn from: those past the point where it leaves the
@@ -173,6 +182,7 @@ class SecretMemory:
                 return
             s = self._edit((persona, label))
             s.owed.update((v, r) for v, r in values.items() if v not in s.values)
+            self._note_owed((persona, label), s)
 
     def take_owed(self, persona: str, label: str) -> dict[str, str]:
         """The values owed to ``label`` (see :meth:`owe`), no longer owed once this is committed."""
@@ -182,12 +192,13 @@ class SecretMemory:
                 return {}
             s = self._edit((persona, label))
             owed, s.owed = s.owed, {}
+            self._note_owed((persona, label), s)
             return owed
 
     def owing(self, persona: str) -> list[str]:
         """Sessions of ``persona`` owed values (committed ones)."""
         with self._lock:
-            return sorted(label for (p, label), s in self._sessions.items() if p == persona and s.owed)
+            return sorted(self._owing.get(persona, ()))
 
     def forget_owed(self, persona: str, labels: Sequence[str]) -> None:
         """Sessions gone from the ledger: nothing to write for them."""
@@ -196,6 +207,7 @@ class SecretMemory:
                 s = self._sessions.get((persona, label))
                 if s is not None:
                     s.owed = {}
+                    self._note_owed((persona, label), s)
 
     def knows(self, persona: str, label: str) -> bool:
         """Whether ``label``'s history was read in this process."""
@@ -237,6 +249,18 @@ class StagedMemory(SecretMemory):
         if s is None:
             s = self._sessions[key] = self._base._copy(key)
         return s
+
+    def _note_owed(self, key: tuple[str, str], s: _Session) -> None:
+        pass  # the base notes them when this is committed
+
+    def owed_sessions(self) -> dict[str, set[str]]:
+        """Per persona, the sessions this staging owes values to (to record, without the values, so
+        a restart before their persona's pass does not lose them)."""
+        out: dict[str, set[str]] = {}
+        for (persona, label), s in self._sessions.items():
+            if s.owed:
+                out.setdefault(persona, set()).add(label)
+        return out
 
     def commit(self) -> None:
         """Make what was learned take effect in the base: each session's handled turns as this

@@ -13,9 +13,11 @@ goes:
 
 Sessions outside the batch are read from the ledger as they are reached. Sessions of
 another persona (a subagent forked from one of this persona's) cannot be written by this
-persona's build: a value found for one is owed to it (``SecretMemory.owe``) and its own
-persona's next pass rewrites it; a session first read pulls from them too. Limit: a deleted
-session's values are known only while the process that learned them runs.
+persona's build: a value found for one is owed to it (``SecretMemory.owe``; the state DB
+records the session's label, never the value, so a restart does not lose it) and its own
+persona's next pass rewrites it; a session first read pulls from them too. Limits: only
+personas with documents in the state DB are looked at; a deleted session's values are known
+only while the process that learned them runs.
 """
 
 from __future__ import annotations
@@ -56,20 +58,27 @@ class SecretSpread:
         self.unreachable: dict[str, str] = {}  # label -> "gone" / "unreadable" (session_histories)
         self.gained: dict[str, dict[str, str]] = {}
         self.others: list[str] | None = None  # the other personas with documents, read once
+        self.elsewhere: dict[tuple[str, str], Recurring | None] = {}  # values of other personas' sessions
         if pass_holders is not None:  # later batches of the pass need this batch's
             self._note_all()
 
-    def run(self, learn: dict[str, list[str]]) -> Respread:
-        """``learn``: per session of the batch, the turns it has not learned from."""
+    def run(self, learn: dict[str, list[str]], recheck: Sequence[str] = ()) -> Respread:
+        """``learn``: per session of the batch, the turns it has not learned from. ``recheck``:
+        sessions a build of another persona found values for (maybe in a process since gone):
+        they take what is owed and pull from their whole history again."""
         branched = [label for label in learn
                     if self.memory.branched(self.persona, label, self.histories[label])]
         for label, tids in learn.items():
             self._gain(label, self._learn(label, tids))
+        for label in set(learn) | set(recheck):
             # what a session of another persona found in turns this one holds
             self._gain(label, self.memory.add(self.persona, label, self.memory.take_owed(self.persona, label)))
         for label in branched:
             self._pull(label, learn[label])
             self._pull_elsewhere(label, learn[label])
+        for label in sorted(set(recheck) - set(branched)):
+            if label in self.histories:
+                self._pull_elsewhere(label, self.histories[label])
         out = self._push()
         if out.again:
             log.info("redaction.recurring", persona=self.persona, sessions=len(out.again),
@@ -128,17 +137,9 @@ class SecretSpread:
         (what it found is not kept: its own persona's passes learn for themselves)."""
         shared = self._holders_elsewhere(list(dict.fromkeys(tids)))
         for persona, other in sorted({h for hs in shared.values() for h in hs}):
-            theirs = self.memory.recurring(persona, other) if self.memory.knows(persona, other) else None
+            theirs = self._values_elsewhere(persona, other)
             if theirs is None:
-                history = session_histories(self.reader, persona, [other])[other]
-                if not isinstance(history, list):
-                    continue
-                self.rows.read(history)
-                found: dict[str, str] = {}
-                for tid in dict.fromkeys(history):
-                    if (text := self.rows.text(tid)) is not None:
-                        found.update(self.memory.found_in(text))
-                theirs = Recurring(found)
+                continue
             for tid, hs in shared.items():
                 if (persona, other) in hs and (text := self.rows.text(tid)) is not None:
                     self._gain(label, self.memory.add(self.persona, label, theirs.values_in(text)))
@@ -180,6 +181,24 @@ class SecretSpread:
         self._note_all()
         stored = self.ix.state.turn_holders(self.persona, tids)
         return {t: stored.get(t, set()) | self.pass_holders.get(t, set()) for t in tids}
+
+    def _values_elsewhere(self, persona: str, label: str) -> Recurring | None:
+        """The values of a session of another persona: its memory when this process read it, else
+        found in its history now (kept for this build only). None: none."""
+        key = (persona, label)
+        if key not in self.elsewhere:
+            if self.memory.knows(persona, label):
+                self.elsewhere[key] = self.memory.recurring(persona, label)
+            else:
+                history = session_histories(self.reader, persona, [label])[label]
+                found: dict[str, str] = {}
+                if isinstance(history, list):
+                    self.rows.read(history)
+                    for tid in dict.fromkeys(history):
+                        if (text := self.rows.text(tid)) is not None:
+                            found.update(self.memory.found_in(text))
+                self.elsewhere[key] = Recurring(found) if found else None
+        return self.elsewhere[key]
 
     def _holders_elsewhere(self, tids: Sequence[str]) -> dict[str, set[tuple[str, str]]]:
         """Per turn, the (persona, session) pairs of other personas holding it (recorded)."""
