@@ -478,15 +478,10 @@ class StateDB:
         before the facts, so a commit in between can only make the kept facts newer than their
         stamp, never older. Inside a caller's own transaction (whose writes may still roll back)
         nothing is kept or reused."""
-        conn = self.db.connection()
-        if conn.in_transaction:  # the caller's transaction holds the three reads together already
+        if self.db.connection().in_transaction:  # the caller's transaction holds the reads together already
             return self._read_facts(persona, session)
         with self.db.atomic():
-            (version,) = conn.execute("PRAGMA data_version").fetchone()
-            stamp = (conn, version, conn.total_changes)
-            memo = self._facts
-            if getattr(memo, "stamp", None) != stamp:
-                memo.stamp, memo.entries, memo.copies = stamp, {}, {}
+            memo = self._current_memo()
             key = (persona, session)
             facts = memo.entries.get(key)
             if facts is None:
@@ -499,19 +494,25 @@ class StateDB:
     def hidden_copies(self, persona: str) -> dict[str, set[str]]:
         """``private_copies(persona)``, reused while the state DB is unchanged (as ``scope_facts``:
         every export write and pass asks)."""
-        conn = self.db.connection()
-        if conn.in_transaction:
+        if self.db.connection().in_transaction:
             return self.private_copies(persona)
         with self.db.atomic():
-            (version,) = conn.execute("PRAGMA data_version").fetchone()
-            stamp = (conn, version, conn.total_changes)
-            memo = self._facts
-            if getattr(memo, "stamp", None) != stamp:
-                memo.stamp, memo.entries, memo.copies = stamp, {}, {}
+            memo = self._current_memo()
             copies = memo.copies.get(persona)
             if copies is None:
                 copies = memo.copies[persona] = self.private_copies(persona)
             return copies
+
+    def _current_memo(self):
+        """This thread's memo of scope facts, emptied when the state DB changed. Call in a read
+        transaction: the stamp is read in it, before what the caller then reads."""
+        conn = self.db.connection()
+        (version,) = conn.execute("PRAGMA data_version").fetchone()
+        stamp = (conn, version, conn.total_changes)
+        memo = self._facts
+        if getattr(memo, "stamp", None) != stamp:
+            memo.stamp, memo.entries, memo.copies = stamp, {}, {}
+        return memo
 
     def others_private_turns(self, persona: str) -> set[str]:
         """Every recorded own turn of other personas' private sessions: any copy of one in
