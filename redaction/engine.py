@@ -329,7 +329,7 @@ def _repeat_values(text: str, segments: list[tuple[int, int, str, int]]) -> dict
 def found_values(text: str, findings: Iterable[Finding]) -> dict[str, str]:
     """The secret values ``findings`` (of ``redact(text)``) masked, each with the rule that
     found it: what another text of the same conversation should mask where it recurs
-    (:class:`Recurring`). Only values a text repeats bare: single-line, at least
+    (:class:`Recurring`). Only values eligible for bare masking: single-line, at least
     MIN_REPEAT_LENGTH characters."""
     return _repeat_values(text, [(f.start, f.end, f.rule, 0) for f in findings])
 
@@ -355,7 +355,7 @@ class Recurring:
 
     def rule(self, found: str) -> str:
         """The rule that found ``found`` (a value, or an encoded form of one)."""
-        return self._rules.get(found, "repeated-secret")
+        return self._rules.get(self._forms.get(found, found), "repeated-secret")
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         return self._known.spans(text) if self._known is not None else []

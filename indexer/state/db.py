@@ -445,14 +445,14 @@ class StateDB:
         return set(self.get_json(SECRET_RECHECK_KEY, persona) or [])
 
     def add_secret_rechecks(self, persona: str, labels: Iterable[str]) -> None:
-        now = self.secret_rechecks(persona)
-        if not set(labels) <= now:
-            self.set_json(SECRET_RECHECK_KEY, sorted(now | set(labels)), persona)
+        labels, now = set(labels), self.secret_rechecks(persona)
+        if not labels <= now:
+            self.set_json(SECRET_RECHECK_KEY, sorted(now | labels), persona)
 
     def clear_secret_rechecks(self, persona: str, labels: Iterable[str]) -> None:
-        now = self.secret_rechecks(persona)
-        if now & set(labels):
-            self.set_json(SECRET_RECHECK_KEY, sorted(now - set(labels)), persona)
+        labels, now = set(labels), self.secret_rechecks(persona)
+        if now & labels:
+            self.set_json(SECRET_RECHECK_KEY, sorted(now - labels), persona)
 
     def session_personas(self) -> set[str]:
         """Personas with a session in the registry (a small table: cheaper than ``personas_indexed``)."""
@@ -515,15 +515,31 @@ class StateDB:
         return memo
 
     def others_private_turns(self, persona: str) -> set[str]:
-        """Every recorded own turn of other personas' private sessions: any copy of one in
-        ``persona`` is a fork's (a subagent's), whether or not it is recorded yet."""
+        """Every own turn of other personas' private sessions (as ``private_copies`` counts them):
+        any copy of one in ``persona`` is a fork's (a subagent's), recorded or still being written.
+        Reused while the state DB is unchanged."""
+        if self.db.connection().in_transaction:
+            return self._others_private_turns(persona)
+        with self.db.atomic():
+            memo = self._current_memo()
+            key = ("others", persona)
+            if key not in memo.copies:
+                memo.copies[key] = self._others_private_turns(persona)
+            return memo.copies[key]
+
+    def _others_private_turns(self, persona: str) -> set[str]:
         out: set[str] = set()
         for owner, labels in self._private_by_persona(persona, set()).items():
             stored = self.get_json(PRIVATE_TURNS_KEY, owner) or {}
             for label in labels:
-                own = stored.get(label)
-                out.update(own if own is not None else self.turns_of(owner, [label]))
+                out.update(self._own_turns(owner, label, stored))
         return out
+
+    def _own_turns(self, persona: str, label: str, stored: dict) -> set[str]:
+        """A private session's own turns as recorded (``stored``: its persona's record), else every
+        turn of its indexed history (made private while the ledger could not be read)."""
+        own = stored.get(label)
+        return set(own) if own is not None else self.turns_of(persona, [label])
 
     def _read_facts(self, persona: str, session: str | None, copies: dict | None = None):
         """``copies``: private sessions' hidden turns per persona, shared by every caller's facts at
@@ -594,9 +610,7 @@ class StateDB:
         for owner, labels in self._private_by_persona(persona, private).items():
             stored = self.get_json(PRIVATE_TURNS_KEY, owner) or {}
             for label in sorted(labels):
-                own = stored.get(label)
-                if own is None:
-                    own = self.turns_of(owner, [label])
+                own = self._own_turns(owner, label, stored)
                 holders = self.turn_holders(persona, own)
                 if owner == persona:
                     # held by another session (a fork's copy), or recorded nowhere yet: a pass writes the

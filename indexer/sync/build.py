@@ -68,7 +68,7 @@ def build_sessions(
     staging shared by a rebuild's batches), to commit once the documents are written.
     ``pass_holders``: turn → sessions built earlier in this pass but not recorded in the state
     DB yet (a rebuild's), kept up to date. ``recheck``: sessions a build of another persona
-    found values for: they take what is owed and read their co-holders' values again.
+    found values for: they take what is owed and read their other-persona co-holders' values again.
     """
     out = Built()
     by_label = {s.label: s for s in sessions}
@@ -115,7 +115,7 @@ def build_sessions(
     positions = {}
     if secrets is not None:
         spread = SecretSpread(ix, reader, persona, secrets, rows, histories, pass_holders).run(learn, recheck)
-        out.rechecked = list(recheck)
+        out.rechecked = sorted(set(recheck) | spread.took)
         for label, tids in spread.again.items():
             ids = wanted.setdefault(label, [])
             ids.extend(t for t in tids if t not in ids)

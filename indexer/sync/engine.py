@@ -71,18 +71,18 @@ def _commit_state(ix: Indexer, persona: str, summary: PersonaSummary, built: Bui
             built.fingerprints, sessions_built=built.ancestry)
         if cursor is not None:
             ix.state.set_cursor(persona, cursor)
-        _record_owed(ix, built)
+        _record_owed(ix, built.learned)
         ix.state.clear_secret_rechecks(persona, built.rechecked)
     if built.learned is not None:  # the documents it re-rendered are written: what it learned holds
         built.learned.commit()
     _log_skips(persona, built.skips)
 
 
-def _record_owed(ix: Indexer, built: Built) -> None:
-    """Record (labels only) the sessions of other personas this build owes secret values to, so a
+def _record_owed(ix: Indexer, learned: StagedMemory | None) -> None:
+    """Record (labels only) the sessions of other personas a build owes secret values to, so a
     restart before their persona's pass does not lose them. Call in the state transaction."""
-    if built.learned is not None:
-        for persona, labels in built.learned.owed_sessions().items():
+    if learned is not None:
+        for persona, labels in learned.owed_sessions().items():
             ix.state.add_secret_rechecks(persona, labels)
 
 
@@ -327,7 +327,10 @@ def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSu
     # what the rebuild learns takes effect once its generation is switched in
     learned = ix.secrets.stage() if ix.secrets is not None else None
 
+    rechecked: list[str] = []
+
     def collect(written: list[Document], built: Built) -> None:
+        rechecked.extend(built.rechecked)
         all_docs.extend(written)
         all_skips.extend(built.skips)
         pending.extend(built.pending)
@@ -349,11 +352,9 @@ def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSu
                                       t.staged_sessions, t.withheld)
                 else:
                     t.rebuild.commit()
-            _record_rebuild(ix, persona, summary, all_docs, memory_docs, all_skips, pending, fingerprints)
+            _record_rebuild(ix, persona, summary, all_docs, memory_docs, all_skips, pending, fingerprints,
+                            learned, rechecked)
         if learned is not None:
-            with ix.state.atomic():
-                for owed_persona, labels in learned.owed_sessions().items():
-                    ix.state.add_secret_rechecks(owed_persona, labels)
             learned.commit()
         _log_skips(persona, all_skips)  # a rebuild skips like a tail: one line per session and reason
     except BaseException:
@@ -368,7 +369,8 @@ def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSu
 
 def _record_rebuild(ix: Indexer, persona: str, summary: PersonaSummary, docs: list[Document],
                     memory_docs: list[Document], skips: list[Skip], pending: list[tuple[str, str]],
-                    fingerprints: dict[str, str]) -> None:
+                    fingerprints: dict[str, str], learned: StagedMemory | None = None,
+                    rechecked: Sequence[str] = ()) -> None:
     old = ix.state.paths(persona)  # read before the write transaction (no read-to-write upgrade in it)
     with ix.state.atomic():
         ix.state.forget_documents(persona, old)
@@ -380,6 +382,8 @@ def _record_rebuild(ix: Indexer, persona: str, summary: PersonaSummary, docs: li
         ix.state.set_pending(persona, pending)
         ix.state.set_cursor(persona, summary.head)
         ix.state.set_build_identity(persona, ix.build_identity)
+        _record_owed(ix, learned)
+        ix.state.clear_secret_rechecks(persona, rechecked)
 
 
 # -- entry point -------------------------------------------------------------------------------------

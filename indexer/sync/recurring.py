@@ -51,9 +51,10 @@ class _Session:
 
 
 class SecretMemory:
-    """Per (persona, session): the secret values found in its history. Thread-safe (a staged read
-    may fill a base session's ``recurring`` cache under the staging's lock: harmless, as a base
-    session's values never change once merged in).
+    """Per (persona, session): the secret values found in its history. Thread-safe as used: the
+    daemon writes only through a staging (:meth:`stage`; the write methods here serve tests and
+    single-threaded use), and a staged read may fill a base session's ``recurring`` cache under
+    the staging's lock — harmless, as a base session's values never change once merged in.
 
     A build learns through :meth:`stage`: what it learned takes effect with
     :meth:`StagedMemory.commit`, once the documents it re-rendered are written, so a
@@ -121,10 +122,15 @@ class SecretMemory:
 
     def found_in(self, text: str) -> dict[str, str]:
         """The values the rules find in ``text`` (nothing kept). A redactor error finds none."""
+        return self._found(text) or {}
+
+    def _found(self, text: str) -> dict[str, str] | None:
+        """None: the redactor failed on ``text`` (the build meets the same error and records a bad row)."""
         try:
             return found_values(text, self._redactor.redact(text).findings)
-        except Exception:  # the session's own build records the bad row
-            return {}
+        except Exception as exc:
+            log.warning("redaction.learn_failed", error=type(exc).__name__)
+            return None
 
     def learn(self, persona: str, label: str, ancestry: Sequence[str], texts: Mapping[str, object]) -> dict[str, str]:
         """Learn from the unredacted ``texts`` of the turns :meth:`unlearned` named: a text,
@@ -139,10 +145,8 @@ class SecretMemory:
                 continue
             if text is None:
                 continue
-            try:
-                values = found_values(text, self._redactor.redact(text).findings)
-            except Exception as exc:  # the build meets the same error and records a bad row
-                log.warning("redaction.learn_failed", session=label, turn_id=tid, error=type(exc).__name__)
+            values = self._found(text)
+            if values is None:
                 waiting.add(tid)
                 continue
             for value, rule in values.items():
@@ -159,6 +163,8 @@ class SecretMemory:
     def add(self, persona: str, label: str, values: Mapping[str, str]) -> dict[str, str]:
         """Give ``label`` values found in another session's copy of a turn it holds.
         Returns the ones it did not have."""
+        if not values:
+            return {}
         with self._lock:
             s = self._get((persona, label))
             if s is not None and all(v in s.values for v in values):

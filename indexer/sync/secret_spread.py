@@ -16,8 +16,9 @@ another persona (a subagent forked from one of this persona's) cannot be written
 persona's build: a value found for one is owed to it (``SecretMemory.owe``; the state DB
 records the session's label, never the value, so a restart does not lose it) and its own
 persona's next pass rewrites it; a session first read pulls from them too. Limits: only
-personas with documents in the state DB are looked at; a deleted session's values are known
-only while the process that learned them runs.
+personas in the state DB's session registry are looked at (a persona left out of
+``[ledger] personas`` is not); a deleted session's values are known only while the process
+that learned them runs.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class Respread:
 
     again: dict[str, list[str]] = field(default_factory=dict)
     positions: dict[str, dict[str, int]] = field(default_factory=dict)
+    took: set[str] = field(default_factory=set)  # sessions that took values owed to them
 
 
 class SecretSpread:
@@ -57,7 +59,7 @@ class SecretSpread:
         self.noted = False
         self.unreachable: dict[str, str] = {}  # label -> "gone" / "unreadable" (session_histories)
         self.gained: dict[str, dict[str, str]] = {}
-        self.others: list[str] | None = None  # the other personas with documents, read once
+        self.others: list[str] | None = None  # the other personas in the session registry, read once
         self.elsewhere: dict[tuple[str, str], Recurring | None] = {}  # values of other personas' sessions
         if pass_holders is not None:  # later batches of the pass need this batch's
             self._note_all()
@@ -70,9 +72,13 @@ class SecretSpread:
                     if self.memory.branched(self.persona, label, self.histories[label])]
         for label, tids in learn.items():
             self._gain(label, self._learn(label, tids))
+        took: set[str] = set()
         for label in set(learn) | set(recheck):
             # what a session of another persona found in turns this one holds
-            self._gain(label, self.memory.add(self.persona, label, self.memory.take_owed(self.persona, label)))
+            owed = self.memory.take_owed(self.persona, label)
+            if owed:
+                took.add(label)
+                self._gain(label, self.memory.add(self.persona, label, owed))
         for label in branched:
             self._pull(label, learn[label])
             self._pull_elsewhere(label, learn[label])
@@ -80,6 +86,7 @@ class SecretSpread:
             if label in self.histories:
                 self._pull_elsewhere(label, self.histories[label])
         out = self._push()
+        out.took = took
         if out.again:
             log.info("redaction.recurring", persona=self.persona, sessions=len(out.again),
                      turns=sum(len(t) for t in out.again.values()))
@@ -221,8 +228,8 @@ class SecretSpread:
                 self._note(label, history)
 
     def _note(self, label: str, history: Sequence[str]) -> None:
-        # Only what the state DB does not record for the session: a rebuild of a large ledger
-        # must not hold a map of every turn.
+        # Only what the state DB does not record for the session: a rebuild of an index already
+        # built holds only the sessions new since (a first build holds them all).
         recorded = self.ix.state.indexed_turns(self.persona, label)
         for tid in history:
             if tid not in recorded:

@@ -106,7 +106,7 @@ def reconcile_unscoped(ix: Indexer, reader: LedgerReader | None, persona: str) -
     Documents of sessions that became private (or deleted) are removed;
     sessions that became shared again are rebuilt from the ledger and
     exported (needs ``reader``; without one they wait for the next pass).
-    Cheap when nothing changed: one state query, compared with the set last
+    Cheap when nothing changed: a few state queries (memoised per state), compared with the set last
     applied. Returns (documents removed, documents restored).
     """
     unscoped = unscoped_sinks(ix)
