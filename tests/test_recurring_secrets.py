@@ -679,3 +679,17 @@ def test_a_new_subagent_of_a_known_parent_without_secrets_reads_nothing_more(wri
             assert scanned == [], (k, len(scanned))  # main is known: its memory answers, no re-read
     finally:
         ix.close()
+
+
+def test_a_recurring_value_is_masked_in_its_encoded_forms_under_the_rule_that_found_it():
+    import json
+    from urllib.parse import quote
+
+    from redaction import Recurring
+
+    value = 'Zq8"hunter/Vm2'
+    recurring = Recurring({value: "password-in-prose"})
+    red = Redactor()
+    for form in (value, json.dumps({"pw": value}), quote(value, safe="")):
+        out = red.redact(f"sent {form} again", recurring=recurring)
+        assert "hunter" not in out.text and [f.rule for f in out.findings] == ["password-in-prose"], (form, out)
