@@ -212,33 +212,31 @@ def test_a_streaming_turn_that_names_the_value_when_it_finishes_masks_the_earlie
     assert holding(config, VPN) == []
 
 
-def test_a_turn_repaired_in_place_is_learned_from(writer, config):
-    early = writer.turn("main", user=f"use {VPN} for the vpn", assistant="ok")
+def _break_a_turn(writer, early):
     naming = writer.turn("main", user=f"by the way, the vpn password is {VPN}", assistant="noted")
     writer.execute("UPDATE turns SET started_at='abc' WHERE id=?", (naming,))
-    ix = indexer(config)
-    try:
-        sync_once(ix)
-        assert [b["reason"] for b in ix.state.bad_list("atlas")] == ["invalid_row"]
-        writer.execute("UPDATE turns SET started_at=1763000000000 WHERE id=?", (naming,))
-        sync_once(ix)
-        assert ix.state.bad_list("atlas") == []
-    finally:
-        ix.close()
-    assert VPN not in exported(config, "main", early)
-    assert holding(config, VPN) == []
+    return "invalid_row", lambda: writer.execute("UPDATE turns SET started_at=1763000000000 WHERE id=?", (naming,))
 
 
-def test_a_compaction_whose_row_was_missing_is_learned_from_once_it_appears(writer, config):
-    early = writer.turn("main", user=f"use {VPN} for the vpn", assistant="ok")
-    summary = writer.compaction("main", f"User said the vpn password is {VPN}.")
+def _lose_a_compaction_row(writer, early):
+    text = f"User said the vpn password is {VPN}."
+    summary = writer.compaction("main", text)
     writer.execute("DELETE FROM compactions WHERE turn_id=?", (summary,))
+    return "missing_compaction", lambda: writer.execute(
+        "INSERT INTO compactions(turn_id, summary, summarized_through_turn_id, turns_summarized, model) "
+        "VALUES(?,?,?,?,?)", (summary, text, early, 1, "m"))
+
+
+@pytest.mark.parametrize("breaking", [_break_a_turn, _lose_a_compaction_row], ids=["turn-field", "compaction-row"])
+def test_a_bad_row_repaired_in_place_is_learned_from(writer, config, breaking):
+    """The turn naming the value is a bad row when first read; repaired, it is built and learned from."""
+    early = writer.turn("main", user=f"use {VPN} for the vpn", assistant="ok")
+    reason, repair = breaking(writer, early)
     ix = indexer(config)
     try:
         sync_once(ix)
-        assert [b["reason"] for b in ix.state.bad_list("atlas")] == ["missing_compaction"]
-        writer.execute("INSERT INTO compactions(turn_id, summary, summarized_through_turn_id, turns_summarized, "
-                       "model) VALUES(?,?,?,?,?)", (summary, f"User said the vpn password is {VPN}.", early, 1, "m"))
+        assert [b["reason"] for b in ix.state.bad_list("atlas")] == [reason]
+        repair()
         sync_once(ix)
         assert ix.state.bad_list("atlas") == []
     finally:
