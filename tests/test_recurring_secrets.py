@@ -691,3 +691,20 @@ def test_a_recurring_value_is_masked_in_its_encoded_forms_under_the_rule_that_fo
     for form in (value, json.dumps({"pw": value}), quote(value, safe="")):
         out = red.redact(f"sent {form} again", recurring=recurring)
         assert "hunter" not in out.text and [f.rule for f in out.findings] == ["password-in-prose"], (form, out)
+
+
+def test_the_recorded_owed_sessions_are_read_once_a_process_not_every_pass(writer, config):
+    """A quiet pass must stay cheap: after this process built what an earlier one recorded, its own
+    memory lists every owed session."""
+    writer.turn("main", user="hello", assistant="hi")
+    ix = indexer(config)
+    try:
+        sync_once(ix)  # backfill: no tail yet
+        reads: list[str] = []
+        real = ix.state.secret_rechecks
+        ix.state.secret_rechecks = lambda persona: reads.append(persona) or real(persona)
+        for _ in range(3):
+            sync_once(ix)
+        assert reads == ["atlas"]
+    finally:
+        ix.close()

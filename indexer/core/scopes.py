@@ -12,10 +12,10 @@ Rules (ARCHITECTURE.md "Search and scopes"):
 - ``project`` scope: every session sharing a project with the caller; a
   session in no project sees only itself;
 - ``persona`` scope (default): every session of the persona;
-- a ``private`` session is only ever visible to itself — its turns too, under any other session's
-  label: a fork copies its history, so a turn found in a private session's history is hidden
-  from every other caller in every copy, unless the turn is in the caller's own history too
-  (conservative: a third session no longer sees the shared history a private fork inherited);
+- a ``private`` session is only ever visible to itself — the turns it said itself too, under any
+  other session's label (a fork, of this persona or another, copies its history): hidden from
+  every other caller in every copy, unless the turn is in the caller's own history too; the
+  history a private fork inherited stays its parent's;
 - ``deleted`` sessions are never visible;
 - the ``memory`` source (workspace memory files) is shared by every session
   of the persona, in every scope.
@@ -45,7 +45,7 @@ class ScopeFacts:
     private: frozenset[str]
     deleted: frozenset[str]
     project_peers: frozenset[str]  # sessions sharing a project with the caller (caller included)
-    #: turn ids in the history of a private session other than the caller's: hidden in every copy
+    #: own turns of private sessions other than the caller (``StateDB.private_copies``): hidden in every copy
     hidden_turns: frozenset[str] = frozenset()
 
 

@@ -494,14 +494,18 @@ class StateDB:
     def hidden_copies(self, persona: str) -> dict[str, set[str]]:
         """``private_copies(persona)``, reused while the state DB is unchanged (as ``scope_facts``:
         every export write and pass asks)."""
+        return self._per_state(persona, lambda: self.private_copies(persona))
+
+    def _per_state(self, key, compute):
+        """``compute()``, kept in this thread's memo until the state DB changes (not inside a
+        caller's transaction, whose writes may still roll back)."""
         if self.db.connection().in_transaction:
-            return self.private_copies(persona)
+            return compute()
         with self.db.atomic():
             memo = self._current_memo()
-            copies = memo.copies.get(persona)
-            if copies is None:
-                copies = memo.copies[persona] = self.private_copies(persona)
-            return copies
+            if key not in memo.copies:
+                memo.copies[key] = compute()
+            return memo.copies[key]
 
     def _current_memo(self):
         """This thread's memo of scope facts, emptied when the state DB changed. Call in a read
@@ -518,14 +522,7 @@ class StateDB:
         """Every own turn of other personas' private sessions (as ``private_copies`` counts them):
         any copy of one in ``persona`` is a fork's (a subagent's), recorded or still being written.
         Reused while the state DB is unchanged."""
-        if self.db.connection().in_transaction:
-            return self._others_private_turns(persona)
-        with self.db.atomic():
-            memo = self._current_memo()
-            key = ("others", persona)
-            if key not in memo.copies:
-                memo.copies[key] = self._others_private_turns(persona)
-            return memo.copies[key]
+        return self._per_state(("others", persona), lambda: self._others_private_turns(persona))
 
     def _others_private_turns(self, persona: str) -> set[str]:
         out: set[str] = set()
@@ -575,13 +572,7 @@ class StateDB:
 
     def sessions_of_turns(self, persona: str, turns: Iterable[str]) -> set[str]:
         """The sessions whose indexed history holds any of ``turns``."""
-        F = self.File
-        out: set[str] = set()
-        for part in chunked(sorted(set(turns)), 500):
-            q = F.select(F.session_label).where((F.persona == persona) & F.turn_id.in_(part)
-                                                & F.session_label.is_null(False)).distinct()
-            out.update(s for (s,) in q.tuples())
-        return out
+        return {label for labels in self.turn_holders(persona, turns).values() for label in labels if label}
 
     def remember_private_turns(self, persona: str, own: dict[str, set[str]] | None = None) -> None:
         """Record, per private session, the turns it said itself (``own``: from the ledger, those

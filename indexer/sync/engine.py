@@ -195,9 +195,14 @@ def _write_owed(ix: Indexer, reader: LedgerReader, persona: str, summary: Person
     subagent's fork and its parent): build them, so their documents holding one are rewritten."""
     if ix.secrets is None:
         return
-    recheck = ix.state.secret_rechecks(persona)  # recorded by a build before a restart, maybe
+    # Recorded in the state DB by a build of an earlier process (this one's are in its memory too):
+    # read until this process has built them once.
+    recovering = not ix.secrets.recovered(persona)
+    recheck = ix.state.secret_rechecks(persona) if recovering else set()
     owed = sorted(set(ix.secrets.owing(persona)) | recheck)
     if not owed:
+        if recovering:
+            ix.secrets.recovered(persona, True)
         return
     with reader.snapshot():
         current = [s for s in reader.sessions(labels=owed, persona=persona) if s.status != "deleted"]
@@ -208,6 +213,7 @@ def _write_owed(ix: Indexer, reader: LedgerReader, persona: str, summary: Person
     write_in_parts(ix, persona, built.docs, live_targets(ix, persona), summary, skip_unchanged=True, stop=stop,
                    progress=progress)
     _commit_state(ix, persona, summary, built, set(), None)
+    ix.secrets.recovered(persona, True)
 
 
 def _tail(ix: Indexer, reader: LedgerReader, persona: str, cursor: int, summary: PersonaSummary,

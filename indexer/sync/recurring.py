@@ -65,6 +65,7 @@ class SecretMemory:
         self._redactor = redactor
         self._sessions: dict[tuple[str, str], _Session] = {}
         self._owing: dict[str, set[str]] = {}  # persona -> sessions owed values (see owe)
+        self._recovered: set[str] = set()  # personas whose owed sessions recorded before this process were built
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:  # never the values
@@ -205,6 +206,15 @@ class SecretMemory:
         """Sessions of ``persona`` owed values (committed ones)."""
         with self._lock:
             return sorted(self._owing.get(persona, ()))
+
+    def recovered(self, persona: str, done: bool | None = None) -> bool:
+        """Whether the sessions recorded as owed values before this process started (the state DB's
+        rechecks: labels only) were built; ``done=True`` says they now are. From then on this
+        process's own memory (:meth:`owing`) lists every owed session, so a pass skips the read."""
+        with self._lock:
+            if done:
+                self._recovered.add(persona)
+            return persona in self._recovered
 
     def forget_owed(self, persona: str, labels: Sequence[str]) -> None:
         """Sessions gone from the ledger: nothing to write for them."""

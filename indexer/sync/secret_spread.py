@@ -81,10 +81,9 @@ class SecretSpread:
                 self._gain(label, self.memory.add(self.persona, label, owed))
         for label in branched:
             self._pull(label, learn[label])
-            self._pull_elsewhere(label, learn[label])
         for label in sorted(set(recheck) - set(branched)):
             if label in self.histories:
-                self._pull_elsewhere(label, self.histories[label])
+                self._pull(label, self.histories[label])
         out = self._push()
         out.took = took
         if out.again:
@@ -96,13 +95,13 @@ class SecretSpread:
 
     def _pull(self, label: str, tids: Sequence[str]) -> None:
         """``label``'s history gained ``tids`` (all of it when first read): take what the other
-        sessions holding them found in them."""
-        shared = self._holders_of(list(dict.fromkeys(tids)))
-        others = sorted({h for hs in shared.values() for h in hs} - {label})
-        # Those this process never read are read now (in one query), so their values are known.
-        self._reach_all([o for o in others if not self.memory.knows(self.persona, o)])
+        sessions holding them found in them — of this persona (read now, in one query, if this
+        process never did) or another (a subagent's fork and its parent: see :meth:`_values_of`)."""
+        shared = self._holders(list(dict.fromkeys(tids)))
+        others = sorted({h for hs in shared.values() for h in hs} - {(self.persona, label)})
+        self._reach_all([o for p, o in others if p == self.persona and not self.memory.knows(p, o)])
         for other in others:
-            theirs = self.memory.recurring(self.persona, other)
+            theirs = self._values_of(*other)
             if theirs is None:
                 continue
             for tid, hs in shared.items():
@@ -130,26 +129,13 @@ class SecretSpread:
             again.extend(t for t in found if t not in again)
             if label not in self.histories:
                 out.positions.setdefault(label, {}).update(turn_positions(self.reader, found))
-            for tid, hs in self._holders_of(list(found)).items():
-                for holder in sorted(hs - {label}):
-                    self._gain(holder, self.memory.add(self.persona, holder, found[tid]))
-            for tid, hs in self._holders_elsewhere(list(found)).items():
-                for persona, holder in sorted(hs):  # its own persona's next build writes them
-                    self.memory.owe(persona, holder, found[tid])
+            for tid, hs in self._holders(list(found)).items():
+                for persona, holder in sorted(hs - {(self.persona, label)}):
+                    if persona == self.persona:
+                        self._gain(holder, self.memory.add(persona, holder, found[tid]))
+                    else:  # its own persona's next build writes them
+                        self.memory.owe(persona, holder, found[tid])
         return out
-
-    def _pull_elsewhere(self, label: str, tids: Sequence[str]) -> None:
-        """As :meth:`_pull`, from sessions of other personas holding ``tids`` (a subagent's fork
-        and its parent). One this process never read has its history read and redacted here
-        (what it found is not kept: its own persona's passes learn for themselves)."""
-        shared = self._holders_elsewhere(list(dict.fromkeys(tids)))
-        for persona, other in sorted({h for hs in shared.values() for h in hs}):
-            theirs = self._values_elsewhere(persona, other)
-            if theirs is None:
-                continue
-            for tid, hs in shared.items():
-                if (persona, other) in hs and (text := self.rows.text(tid)) is not None:
-                    self._gain(label, self.memory.add(self.persona, label, theirs.values_in(text)))
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -183,15 +169,24 @@ class SecretSpread:
         for label, tids in unlearned.items():
             self._gain(label, self._learn(label, tids))
 
-    def _holders_of(self, tids: Sequence[str]) -> dict[str, set[str]]:
-        """Per turn, the sessions holding it: recorded in the state DB, or built in this pass."""
+    def _holders(self, tids: Sequence[str]) -> dict[str, set[tuple[str, str]]]:
+        """Per turn, the (persona, session) pairs holding it: of this persona recorded in the state
+        DB or built in this pass; of the others, recorded."""
         self._note_all()
-        stored = self.ix.state.turn_holders(self.persona, tids)
-        return {t: stored.get(t, set()) | self.pass_holders.get(t, set()) for t in tids}
+        out = {t: {(self.persona, h) for h in hs} for t, hs in self.ix.state.turn_holders(self.persona, tids).items()}
+        for t in tids:
+            out.setdefault(t, set()).update((self.persona, h) for h in self.pass_holders.get(t, ()))
+        for persona in self._other_personas():
+            for t, labels in self.ix.state.turn_holders(persona, tids).items():
+                out[t].update((persona, label) for label in labels)
+        return out
 
-    def _values_elsewhere(self, persona: str, label: str) -> Recurring | None:
-        """The values of a session of another persona: its memory when this process read it, else
-        found in its history now (kept for this build only). None: none."""
+    def _values_of(self, persona: str, label: str) -> Recurring | None:
+        """A co-holder's values (None: none). This persona's: its memory. Another's: its memory when
+        this process read it, else found in its history now (kept for this build only: its own
+        persona's passes learn for themselves)."""
+        if persona == self.persona:
+            return self.memory.recurring(persona, label)
         key = (persona, label)
         if key not in self.elsewhere:
             if self.memory.knows(persona, label):
@@ -206,14 +201,6 @@ class SecretSpread:
                             found.update(self.memory.found_in(text))
                 self.elsewhere[key] = Recurring(found) if found else None
         return self.elsewhere[key]
-
-    def _holders_elsewhere(self, tids: Sequence[str]) -> dict[str, set[tuple[str, str]]]:
-        """Per turn, the (persona, session) pairs of other personas holding it (recorded)."""
-        out: dict[str, set[tuple[str, str]]] = {}
-        for persona in self._other_personas():
-            for tid, labels in self.ix.state.turn_holders(persona, tids).items():
-                out.setdefault(tid, set()).update((persona, label) for label in labels)
-        return out
 
     def _other_personas(self) -> list[str]:
         if self.others is None:
