@@ -180,6 +180,48 @@ def test_the_writers_own_searcher_sees_its_published_change_at_once(tmp_path, s3
         ix.close()
 
 
+def test_a_reader_never_sees_a_forks_new_copy_of_a_private_turn_while_the_writer_writes_it(tmp_path, s3, writer,
+                                                                                             ledger_path):
+    """beta's own turn is indexed and beta made private; then ``late`` forks it. The writer publishes
+    the copy as hidden before its table holds it: a reader machine searching right after the write
+    (the writer's pass not finished) does not find it."""
+    _session_turns(writer, "alpha", 1, "quince")
+    _session_turns(writer, "beta", 1, "quince")
+    config = s3_config(tmp_path, s3, ledger_path)
+    ix = fake_indexer(config)
+    reader_cfg = s3_config(tmp_path, s3, ledger_path, name="reader", uri=config.index.uri)
+    searcher = Searcher(reader_cfg, embedder=ix.sinks[0].embedder)
+    try:
+        sync_once(ix)
+        apply_visibility(ix, "beta", "private")
+        (own,) = ix.state.turns_of("atlas", ["beta"])
+        writer.fork("late", own)
+
+        def found() -> set[tuple[str, str]]:
+            req = SearchRequest(query="quince detail", persona="atlas", session="alpha", max_results=20,
+                                mode="keyword")
+            return {(r.session, r.turn_id) for r in searcher.search(req).results}
+
+        seen, written = [], []
+        real = LanceSink.upsert
+
+        def upsert_then_look(self, persona, docs):
+            real(self, persona, docs)
+            written.extend((d.session, d.turn_id) for d in docs)
+            seen.append(found())
+
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(LanceSink, "upsert", upsert_then_look)
+            sync_once(ix)
+        alpha = {("alpha", t) for t in ix.state.turns_of("atlas", ["alpha"])}
+        assert ("late", own) in written
+        assert seen == [alpha]  # searched while the pass wrote the copy: alpha's turn only
+        assert found() == alpha
+    finally:
+        searcher.close()
+        ix.close()
+
+
 def test_a_failed_publish_rolls_the_change_back(tmp_path, s3, writer, ledger_path):
     _session_turns(writer, "alpha", 1, "x")
     config = s3_config(tmp_path, s3, ledger_path)

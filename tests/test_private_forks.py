@@ -6,6 +6,9 @@ see a copy, not what the model understands)."""
 
 from __future__ import annotations
 
+import contextlib
+from types import SimpleNamespace
+
 import pytest
 from fake_embedder import FakeEmbedder
 
@@ -105,6 +108,31 @@ def test_a_new_fork_of_the_private_session_is_kept_out_by_the_next_pass(world, w
     assert ("late-child", t["s0"]) not in found(searcher, "main", mode="keyword")
 
 
+@contextlib.contextmanager
+def searching_after_each_write(searcher, persona, caller, query):
+    """While the block runs: after every LanceDB upsert (the files table not yet recorded), search as
+    ``caller`` and keep the turns found; also keep every document the LanceDB and QMD sinks were given."""
+    from exporters.lancedb import LanceSink
+    from exporters.qmd import QmdExporter
+
+    seen = SimpleNamespace(found=[], indexed=[], exported=[])
+    real_upsert, real_export = LanceSink.upsert, QmdExporter.upsert
+
+    def upsert_then_look(self, target, docs):
+        real_upsert(self, target, docs)
+        seen.indexed.extend(docs)
+        seen.found.append({turn for _, turn in found_in(searcher, persona, caller, query=query, mode="keyword")})
+
+    def export(self, target, docs):
+        seen.exported.extend(d.path for d in docs)
+        return real_export(self, target, docs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(LanceSink, "upsert", upsert_then_look)
+        mp.setattr(QmdExporter, "upsert", export)
+        yield seen
+
+
 def _sync(config, **kw):
     ix = Indexer(config, sinks=build_sinks(config, embedder=FakeEmbedder()), redact=lambda s: s,
                  redaction_version="t")
@@ -159,23 +187,103 @@ def test_a_forks_copy_of_a_new_private_turn_is_hidden_from_the_pass_that_indexes
     config, searcher, t = world
     fresh = writer.turn("room", user="a fresh private kumquat remark")
     writer.fork("fresh-child", fresh)
-    seen: list[set] = []
-    from exporters.lancedb import LanceSink
-
-    real_upsert = LanceSink.upsert
-
-    def upsert_then_look(self, persona, docs):
-        real_upsert(self, persona, docs)
-        seen.append({turn for _, turn in found(searcher, "other", query="fresh private kumquat remark",
-                                                    mode="keyword")})
-
-    import pytest as _pytest
-
-    with _pytest.MonkeyPatch.context() as mp:
-        mp.setattr(LanceSink, "upsert", upsert_then_look)
+    with searching_after_each_write(searcher, "atlas", "other", "fresh private kumquat remark") as seen:
         _sync(config)
-    assert seen and not any(fresh in s for s in seen), seen  # searched after every write of the pass
+    assert {d.session for d in seen.indexed if d.turn_id == fresh} == {"room", "fresh-child"}
+    assert seen.found and not any(fresh in s for s in seen.found), seen.found  # searched after every write
     assert not any(fresh in f for f in exported(config))
+
+
+def test_a_copy_whose_write_failed_stays_hidden_and_its_record_goes_once_a_pass_records_it(world, writer):
+    """The in-flight record of a fork's copy outlives a failed write (the sink may hold the copy), and
+    the next write after the copy is recorded drops it."""
+    from exporters.lancedb import LanceSink
+    from indexer.state.db import COPIES_IN_FLIGHT_KEY, StateDB
+
+    config, searcher, t = world
+    solo = writer.turn("room", user="a solitary private quince remark")
+    _sync(config)
+    writer.fork("late", solo)
+    real = LanceSink.upsert
+
+    def upsert_then_fail(self, persona, docs):
+        real(self, persona, docs)
+        raise RuntimeError("disk full")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(LanceSink, "upsert", upsert_then_fail)
+        with pytest.raises(RuntimeError, match="disk full"):
+            _sync(config)
+    state = StateDB(config.state_db_path)
+    # late inherits room's whole history: s0, room's compaction and solo, all room's own
+    assert state.get_json(COPIES_IN_FLIGHT_KEY, "atlas") == {
+        "copies": {t["s0"]: ["late"], t["summary"]: ["late"], solo: ["late"]},
+        "compactions": {t["summary"]: ["late"]}}
+    assert ("late", solo) not in found(searcher, "other", query="solitary private quince remark", mode="keyword")
+    _sync(config)  # writes and records the copy
+    writer.turn("other", user="another lunch")
+    _sync(config)  # its write drops what the files table now records
+    assert state.get_json(COPIES_IN_FLIGHT_KEY, "atlas") == {}
+    assert ("late", solo) not in found(searcher, "other", query="solitary private quince remark", mode="keyword")
+    state.close()
+
+
+@pytest.mark.parametrize("persona", ["atlas", "nova"], ids=["same-persona", "subagent"])
+def test_a_new_fork_of_an_already_indexed_private_turn_is_hidden_while_its_pass_writes_it(world, writer,
+                                                                                          persona):
+    """room's turn ``solo`` is indexed and held by room alone; then a session forks it (of room's persona,
+    or a subagent of another). In the pass that writes the fork's copy, a search run right after the
+    LanceDB write — the state DB does not record the copy yet — does not find it, and no write to the
+    export holds it."""
+    config, searcher, t = world
+    solo = writer.turn("room", user="a solitary private quince remark")
+    writer.turn("lunch", user="an unrelated session about lunch", persona=persona)
+    _sync(config)
+    writer.fork("late", solo, persona=persona)
+    writer.turn("late", user="late's own words about parsnips", persona=persona)
+    with searching_after_each_write(searcher, persona, "lunch", "solitary private quince remark") as seen:
+        _sync(config)
+    assert [d.session for d in seen.indexed if d.turn_id == solo] == ["late"]  # written while searches ran
+    assert seen.found and not any(solo in s for s in seen.found), seen.found
+    assert not [p for p in seen.exported if solo in p], seen.exported
+    assert not any(solo in f for f in exported_all(config))
+    assert ("late", solo) in found_in(searcher, persona, "late", query="solitary private quince remark",
+                                      mode="keyword")
+
+
+def test_a_new_fork_of_an_already_indexed_private_turn_is_hidden_when_a_rebuild_switches_in(world, writer):
+    """The same copy written by a forced rebuild: a search right after the LanceDB rebuild's switch
+    (the state DB records the new set after it) does not find it."""
+    from exporters.lancedb.rebuild import LanceRebuild
+
+    config, searcher, t = world
+    solo = writer.turn("room", user="a solitary private quince remark")
+    _sync(config)
+    writer.fork("late", solo)
+    seen: list[set] = []
+    real_commit = LanceRebuild.commit
+
+    def commit_then_look(self):
+        real_commit(self)
+        seen.append({(s, turn) for s, turn in found(searcher, "other", query="solitary private quince remark",
+                                                      mode="keyword")})
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(LanceRebuild, "commit", commit_then_look)
+        assert _sync(config, force=True).personas["atlas"].mode == "rebuild"
+    assert seen == [set()]
+    assert ("late", solo) in found(searcher, "late", query="solitary private quince remark", mode="keyword")
+
+
+def test_a_compaction_a_fork_makes_of_private_turns_is_hidden_while_its_pass_writes_it(world, writer):
+    config, searcher, t = world
+    derived = writer.compaction("child", "child's summary: the quince orchard is for sale")
+    with searching_after_each_write(searcher, "atlas", "other", "quince orchard") as seen:
+        _sync(config)
+    assert [d.turn_id for d in seen.indexed] == [derived]
+    assert seen.found == [set()]
+    assert not [p for p in seen.exported if derived in p], seen.exported
+    assert derived in {turn for _, turn in found(searcher, "child", query="quince orchard", mode="keyword")}
 
 
 def test_a_compaction_a_fork_makes_of_private_turns_is_hidden_like_them(world, writer):

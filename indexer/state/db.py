@@ -28,13 +28,17 @@ from peewee import (
 
 from indexer.core.build import BuildIdentity
 from indexer.core.errors import CliError
-from indexer.core.types import Document
+from indexer.core.types import DocKind, Document
 
 CURSOR_KEY = "memory_sessions_ledger_cursor_v1"
 INDEX_META_KEY = "memory_index_meta_v1"
 SCHEMA_VERSION_KEY = "schema_version"
 #: per persona, per private session: the turns it said itself (kept while it stays private)
 PRIVATE_TURNS_KEY = "private_session_own_turns_v1"
+#: per persona: copies of private sessions' own turns, and compactions made beside them, that a pass
+#: is writing — recorded before any sink holds them, since the files table records them only after
+#: ``{"copies": {turn: [sessions]}, "compactions": {turn: [sessions]}}``
+COPIES_IN_FLIGHT_KEY = "private_copies_in_flight_v1"
 # Sessions a build of another persona found secret values for (the labels only, never a value):
 # their persona's next pass reads them again (indexer.sync.secret_spread).
 SECRET_RECHECK_KEY = "secret_recheck_v1"
@@ -589,6 +593,61 @@ class StateDB:
         if after != before:
             self.set_json(PRIVATE_TURNS_KEY, after, persona)
 
+    def note_copies_in_flight(self, persona: str, docs: Sequence[Document]) -> bool:
+        """Call before a pass writes ``docs`` to any sink. The files table records a document only
+        after the sinks hold it, so a fork's new copy of a private session's already-indexed own turn
+        (or a compaction the fork made beside such copies) would be searchable until then. Record, in
+        its own commit, which of ``docs`` are such copies: ``private_copies`` counts them as held.
+        Entries the files table records are dropped here, on the next call; one whose write failed
+        stays (it only hides a private session's own turn) until the copy is recorded. True when the
+        record changed."""
+        turn_docs = [d for d in docs if d.turn_id and d.session]
+        if not turn_docs:
+            return False
+        owners = self._private_owners(persona)
+        if not owners:
+            return False
+        copies = {(d.turn_id, d.session) for d in turn_docs if d.turn_id in owners
+                  and d.session not in owners[d.turn_id]}
+        compactions: set[tuple[str, str]] = set()
+        if any(d.kind is DocKind.COMPACTION for d in turn_docs):
+            forks = {s for t, held in self.turn_holders(persona, owners).items() for s in held - owners[t]}
+            holding = forks | {s for _, s in copies}
+            compactions = {(d.turn_id, d.session) for d in turn_docs
+                           if d.kind is DocKind.COMPACTION and d.session in holding}
+        before = self.get_json(COPIES_IN_FLIGHT_KEY, persona) or {}
+        entries = {kind: {(t, s) for t, sessions in before.get(kind, {}).items() for s in sessions}
+                   for kind in ("copies", "compactions")}
+        entries["copies"] |= copies
+        entries["compactions"] |= compactions
+        # a copy the files table holds is counted from there: a rewrite of one adds nothing here
+        recorded = self.turn_holders(persona, {t for pairs in entries.values() for t, _ in pairs})
+        after = {}
+        for kind, pairs in entries.items():
+            pairs = {(t, s) for t, s in pairs if s not in recorded.get(t, ())}
+            grouped: dict[str, list[str]] = {}
+            for t, s in sorted(pairs):
+                grouped.setdefault(t, []).append(s)
+            if grouped:
+                after[kind] = grouped
+        if after == before:
+            return False
+        with self.db.atomic():
+            self.set_json(COPIES_IN_FLIGHT_KEY, after, persona)
+        return True
+
+    def _private_owners(self, persona: str) -> dict[str, set[str]]:
+        """Per own turn of a private session, of ``persona`` or another: the labels a copy of it in
+        ``persona`` may carry without being a fork's (the owner's own label; none for another persona's
+        session: every copy here is a subagent's)."""
+        out: dict[str, set[str]] = {}
+        for owner, labels in self._private_by_persona(persona, self.private_sessions(persona)).items():
+            stored = self.get_json(PRIVATE_TURNS_KEY, owner) or {}
+            for label in labels:
+                for turn in self._own_turns(owner, label, stored):
+                    out.setdefault(turn, set()).update({label} if owner == persona else ())
+        return out
+
     def private_copies(self, persona: str, *, private: set[str] | None = None) -> dict[str, set[str]]:
         """Per private session: its own turns that another session of ``persona`` holds (a fork's
         copies) — what must be hidden in every copy in ``persona``'s index. ``private``: the
@@ -598,11 +657,15 @@ class StateDB:
         indexed history as its own until the next pass records them."""
         private = self.private_sessions(persona) if private is None else private
         out: dict[str, set[str]] = {}
-        for owner, labels in self._private_by_persona(persona, private).items():
+        by_persona = self._private_by_persona(persona, private)
+        flight = (self.get_json(COPIES_IN_FLIGHT_KEY, persona) or {}) if by_persona else {}
+        for owner, labels in by_persona.items():
             stored = self.get_json(PRIVATE_TURNS_KEY, owner) or {}
             for label in sorted(labels):
                 own = self._own_turns(owner, label, stored)
                 holders = self.turn_holders(persona, own)
+                for turn in own.intersection(flight.get("copies", ())):  # being written: held already
+                    holders.setdefault(turn, set()).update(flight["copies"][turn])
                 if owner == persona:
                     # held by another session (a fork's copy), or recorded nowhere yet: a pass writes the
                     # sinks before it records the files, so a copy being written is already searchable
@@ -613,7 +676,7 @@ class StateDB:
                     hidden = set(holders) | {t for t in own if t not in recorded}
                 forks = set().union(*(holders.get(t, set()) for t in hidden)) - {label}
                 if hidden:
-                    out[label] = hidden | self._fork_compactions(persona, forks, label)
+                    out[label] = hidden | self._fork_compactions(persona, forks, label, flight.get("compactions", {}))
                 elif owner == persona:
                     out[label] = set()
         return out
@@ -627,19 +690,22 @@ class StateDB:
             out.setdefault(owner, set()).add(label)
         return out
 
-    def _fork_compactions(self, persona: str, forks: set[str], label: str) -> set[str]:
+    def _fork_compactions(self, persona: str, forks: set[str], label: str,
+                          in_flight: dict[str, list[str]] | None = None) -> set[str]:
         """Compactions made in ``forks`` (sessions holding copies of ``label``'s own turns) and held
-        by no other session: they summarise the private history they carry."""
+        by no other session: they summarise the private history they carry. ``in_flight``: compactions
+        a pass is writing (turn → sessions), not in the files table yet."""
         if not forks:
             return set()
         F = self.File
         found: set[str] = set()
+        writing = {t for t, sessions in (in_flight or {}).items() if forks.intersection(sessions)}
         for part in chunked(sorted(forks), 500):
             q = F.select(F.turn_id).where((F.persona == persona) & F.session_label.in_(part)
                                           & (F.kind == "compaction") & F.turn_id.is_null(False))
             found.update(t for (t,) in q.tuples())
         holders = self.turn_holders(persona, found)
-        return {t for t in found if holders.get(t, set()) <= forks | {label}}
+        return {t for t in found if holders.get(t, set()) <= forks | {label}} | writing
 
     def turn_holders(self, persona: str, turns: Iterable[str]) -> dict[str, set[str]]:
         """Per turn of ``turns``, the sessions whose indexed history holds it (by the index on turns).

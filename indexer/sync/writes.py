@@ -71,6 +71,10 @@ def write_batch(ix: Indexer, persona: str, docs: Sequence[Document], deletions: 
     # spends its time, and the crash tests kill the daemon between them.
     if changed or deletions:
         log.debug("sink.write_started", persona=persona, documents=len(changed), deletions=len(deletions))
+    # A fork's copy of a private session's turn is hidden from the moment a sink holds it (on object
+    # storage, readers learn it from the scope state published here, before the table holds the copy).
+    if changed and ix.state.note_copies_in_flight(persona, changed):
+        ix.publish_scopes()
     for target in sorted(targets, key=lambda t: t.unscoped):
         if target.unscoped:
             break
