@@ -251,6 +251,75 @@ def test_a_new_fork_of_an_already_indexed_private_turn_is_hidden_while_its_pass_
                                       mode="keyword")
 
 
+def test_a_forks_compaction_written_in_an_earlier_part_than_its_copies_is_hidden_too(world, writer):
+    """Writes of one document each (``docs_per_write = 1``, sorted by length: the short compaction goes
+    first): the compaction is a fork's by the copies written after it, and hidden from the first write."""
+    config, searcher, t = world
+    solo = writer.turn("room", user="a solitary private quince remark with a long tail " * 3)
+    _sync(config)
+    writer.fork("late", solo)
+    derived = writer.compaction("late", "quince orchard")
+    one_by_one = config.model_copy(update={"sync": config.sync.model_copy(update={"docs_per_write": 1})})
+    with searching_after_each_write(searcher, "atlas", "other", "quince orchard") as seen:
+        _sync(one_by_one)
+    assert seen.indexed[0].turn_id == derived and len(seen.indexed) > 1  # written first, before the copies
+    assert not any(derived in s for s in seen.found), seen.found
+    assert not [p for p in seen.exported if derived in p], seen.exported
+
+
+def test_a_session_made_private_while_a_pass_writes_its_forks_copy_hides_the_copy_at_once(world, writer):
+    """The daemon's API thread makes ``vault`` private while a pass is writing ``vlate``'s copy of
+    vault's turn (after the pass noted its copies under the old visibility, before the LanceDB
+    write): from the change on, no search finds the copy and no write puts it into the export."""
+    import threading
+
+    from indexer.sync.visibility import apply_visibility as apply_in_process
+
+    config, searcher, t = world
+    v = writer.turn("vault", user="a vaulted persimmon secret")
+    _sync(config)
+    writer.fork("vlate", v)
+    ix = Indexer(config, sinks=build_sinks(config, embedder=FakeEmbedder()), redact=lambda s: s,
+                 redaction_version="t")
+    changes: list = []
+
+    def change_from_another_thread():
+        thread = threading.Thread(target=lambda: changes.append(apply_in_process(ix, "vault", "private")))
+        thread.start()
+        thread.join(timeout=60)
+        assert not thread.is_alive()
+
+    from exporters.lancedb import LanceSink
+    from exporters.qmd import QmdExporter
+
+    real_upsert, real_export = LanceSink.upsert, QmdExporter.upsert
+    seen, exported_after = [], []
+
+    def upsert(self, persona, docs):
+        if not changes and any(d.session == "vlate" for d in docs):
+            change_from_another_thread()
+        real_upsert(self, persona, docs)
+        if changes:
+            seen.append(found(searcher, "other", query="vaulted persimmon secret", mode="keyword"))
+
+    def export(self, persona, docs):
+        if changes:
+            exported_after.extend(d.path for d in docs if d.turn_id == v)
+        return real_export(self, persona, docs)
+
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(LanceSink, "upsert", upsert)
+            mp.setattr(QmdExporter, "upsert", export)
+            sync_once(ix)
+    finally:
+        ix.close()
+    assert [c.visibility for c in changes] == ["private"] and seen  # changed mid-write, searched after
+    assert not any(("vlate", v) in s or ("vault", v) in s for s in seen), seen
+    assert exported_after == []
+    assert ("vlate", v) in found(searcher, "vlate", query="vaulted persimmon secret", mode="keyword")
+
+
 def test_a_new_fork_of_an_already_indexed_private_turn_is_hidden_when_a_rebuild_switches_in(world, writer):
     """The same copy written by a forced rebuild: a search right after the LanceDB rebuild's switch
     (the state DB records the new set after it) does not find it."""

@@ -594,40 +594,38 @@ class StateDB:
             self.set_json(PRIVATE_TURNS_KEY, after, persona)
 
     def note_copies_in_flight(self, persona: str, docs: Sequence[Document]) -> bool:
-        """Call before a pass writes ``docs`` to any sink. The files table records a document only
-        after the sinks hold it, so a fork's new copy of a private session's already-indexed own turn
-        (or a compaction the fork made beside such copies) would be searchable until then. Record, in
-        its own commit, which of ``docs`` are such copies: ``private_copies`` counts them as held.
-        Entries the files table records are dropped here, on the next call; one whose write failed
-        stays (it only hides a private session's own turn) until the copy is recorded. True when the
-        record changed."""
+        """Call before a pass writes ``docs`` to any sink (``indexer.sync.in_flight``). The files table
+        records a document only after the sinks hold it, so a fork's new copy of a private session's
+        already-indexed own turn (or a compaction made in a session holding such copies) would be
+        searchable until then. Record, in its own commit, which of ``docs`` are such copies:
+        ``private_copies`` counts them as held. Entries the files table records are dropped on the
+        next call; one whose write failed stays (it only hides a private session's own turn) until
+        the copy is recorded. True when the record changed."""
         turn_docs = [d for d in docs if d.turn_id and d.session]
-        if not turn_docs:
+        by_persona = self._private_by_persona(persona, self.private_sessions(persona)) if turn_docs else {}
+        if not by_persona:
             return False
-        owners = self._private_owners(persona)
-        if not owners:
-            return False
-        copies = {(d.turn_id, d.session) for d in turn_docs if d.turn_id in owners
-                  and d.session not in owners[d.turn_id]}
-        compactions: set[tuple[str, str]] = set()
-        if any(d.kind is DocKind.COMPACTION for d in turn_docs):
-            forks = {s for t, held in self.turn_holders(persona, owners).items() for s in held - owners[t]}
-            holding = forks | {s for _, s in copies}
-            compactions = {(d.turn_id, d.session) for d in turn_docs
-                           if d.kind is DocKind.COMPACTION and d.session in holding}
         before = self.get_json(COPIES_IN_FLIGHT_KEY, persona) or {}
         entries = {kind: {(t, s) for t, sessions in before.get(kind, {}).items() for s in sessions}
                    for kind in ("copies", "compactions")}
+        compacting = {d.session for d in turn_docs if d.kind is DocKind.COMPACTION}
+        held = self.session_turns(persona, compacting)  # do these sessions hold copies already?
+        owners = self._private_owners(persona, by_persona, {d.turn_id for d in turn_docs}.union(*held.values()))
+        copies = {(d.turn_id, d.session) for d in turn_docs if d.turn_id in owners
+                  and d.session not in owners[d.turn_id]}
+        forks = {s for _, s in copies | entries["copies"]}
+        forks |= {s for s, turns in held.items() if any(t in owners and s not in owners[t] for t in turns)}
         entries["copies"] |= copies
-        entries["compactions"] |= compactions
+        entries["compactions"] |= {(d.turn_id, d.session) for d in turn_docs
+                                   if d.kind is DocKind.COMPACTION and d.session in forks}
         # a copy the files table holds is counted from there: a rewrite of one adds nothing here
         recorded = self.turn_holders(persona, {t for pairs in entries.values() for t, _ in pairs})
         after = {}
         for kind, pairs in entries.items():
-            pairs = {(t, s) for t, s in pairs if s not in recorded.get(t, ())}
             grouped: dict[str, list[str]] = {}
             for t, s in sorted(pairs):
-                grouped.setdefault(t, []).append(s)
+                if s not in recorded.get(t, ()):
+                    grouped.setdefault(t, []).append(s)
             if grouped:
                 after[kind] = grouped
         if after == before:
@@ -636,16 +634,29 @@ class StateDB:
             self.set_json(COPIES_IN_FLIGHT_KEY, after, persona)
         return True
 
-    def _private_owners(self, persona: str) -> dict[str, set[str]]:
-        """Per own turn of a private session, of ``persona`` or another: the labels a copy of it in
-        ``persona`` may carry without being a fork's (the owner's own label; none for another persona's
-        session: every copy here is a subagent's)."""
+    def _private_owners(self, persona: str, by_persona: dict[str, set[str]], turns: set[str]) -> dict[str, set[str]]:
+        """Of ``turns``, those a private session (``by_persona``: of ``persona`` or another) said
+        itself, each with the labels a copy of it in ``persona`` may carry without being a fork's (the
+        owner's own; none for another persona's session: every copy here is a subagent's)."""
         out: dict[str, set[str]] = {}
-        for owner, labels in self._private_by_persona(persona, self.private_sessions(persona)).items():
+        for owner, labels in by_persona.items():
             stored = self.get_json(PRIVATE_TURNS_KEY, owner) or {}
             for label in labels:
-                for turn in self._own_turns(owner, label, stored):
+                for turn in turns.intersection(self._own_turns(owner, label, stored)):
                     out.setdefault(turn, set()).update({label} if owner == persona else ())
+        return out
+
+    def session_turns(self, persona: str, sessions: Iterable[str]) -> dict[str, set[str]]:
+        """Per session of ``sessions``, the turn ids of its indexed documents (one statement)."""
+        labels = sorted(set(sessions))
+        if not labels:
+            return {}
+        rows = self.db.execute_sql(
+            "SELECT session_label, turn_id FROM files WHERE persona = ? AND turn_id IS NOT NULL"
+            " AND session_label IN (SELECT value FROM json_each(?))", (persona, json.dumps(labels)))
+        out: dict[str, set[str]] = {label: set() for label in labels}
+        for label, turn in rows.fetchall():
+            out[label].add(turn)
         return out
 
     def private_copies(self, persona: str, *, private: set[str] | None = None) -> dict[str, set[str]]:

@@ -113,6 +113,10 @@ class Indexer:
         self.memory = MemorySource(self)
         # which per-pass ledger checks ran at which state of the ledger files (skipped while unchanged)
         self.quiet = QuietChecks()
+        from indexer.sync.in_flight import WritesInFlight
+
+        #: documents a pass is writing until it records them (a private session's forks' copies)
+        self.in_flight = WritesInFlight(self)
         self._kept_reader: tuple[LedgerReader, object] | None = None
 
     @property

@@ -352,6 +352,8 @@ def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSu
         # Switch in, settle what a visibility change did meanwhile, and record
         # the new set, with no visibility change in between (see sync_visibility).
         with UNSCOPED_WRITES:
+            # noted while staged, by the visibility then; no change comes between this and the record
+            ix.in_flight.note(persona, all_docs)
             for t in targets:
                 if t.unscoped:
                     switch_in_rebuild(ix, persona, t.sink, t.rebuild, all_docs + list(memory_docs),

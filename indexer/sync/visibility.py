@@ -246,10 +246,13 @@ def apply_visibility(ix: Indexer, label: str, visibility: str) -> VisibilityAppl
             reader = None  # own turns counted in full, restores deferred, until a pass reads the ledger
         removed = restored = 0
         try:
-            with ix.scope_change():  # object storage: readers see it before the state DB commits it
+            # object storage: readers see it before the state DB commits it; a fork's copy a pass is
+            # writing right now is noted as hidden in the same transaction
+            with ix.in_flight.change(), ix.scope_change():
                 if not ix.state.set_visibility(label, visibility):
                     return None
                 remember_private_turns(ix, reader, record.persona)
+                ix.in_flight.note_again()
             if unscoped_sinks(ix):
                 # its persona's export, and every other persona's (a subagent's fork may hold copies)
                 for persona in [record.persona] + sorted(set(ix.state.personas_indexed()) - {record.persona}):

@@ -71,10 +71,6 @@ def write_batch(ix: Indexer, persona: str, docs: Sequence[Document], deletions: 
     # spends its time, and the crash tests kill the daemon between them.
     if changed or deletions:
         log.debug("sink.write_started", persona=persona, documents=len(changed), deletions=len(deletions))
-    # A fork's copy of a private session's turn is hidden from the moment a sink holds it (on object
-    # storage, readers learn it from the scope state published here, before the table holds the copy).
-    if changed and ix.state.note_copies_in_flight(persona, changed):
-        ix.publish_scopes()
     for target in sorted(targets, key=lambda t: t.unscoped):
         if target.unscoped:
             break
@@ -103,12 +99,22 @@ def write_in_parts(ix: Indexer, persona: str, docs: Sequence[Document], targets:
                     progress: Progress | None, record: bool = True) -> list[Document]:
     """Write ``docs`` in parts of ``[sync] docs_per_write``; after each part its hashes are
     committed (when ``record``), so an interrupted pass keeps what it wrote."""
-    written_all: list[Document] = []
     # Sorted by length so each write's embedding batches pad to similar lengths:
     # mixed lengths in writes of 32 made the sync run at 0.56x raw embedding speed,
     # sorted 0.86x; sorted writes of 128 0.87x by wall time, 0.93x by CPU (bench/RESULTS.md).
     # Write order does not matter: each part commits its own hashes.
     unique = sorted({d.path: d for d in docs}.values(), key=lambda d: len(d.body))
+    # A fork's copy of a private session's turn is hidden from the moment a sink holds it: noted for
+    # every part at once (a compaction is a fork's by the copies beside it, in any part).
+    with ix.in_flight.writing(persona, unique):
+        return _write_parts(ix, persona, unique, targets, summary, skip_unchanged=skip_unchanged, stop=stop,
+                            progress=progress, record=record)
+
+
+def _write_parts(ix: Indexer, persona: str, unique: list[Document], targets: Sequence[Target],
+                 summary: PersonaSummary, *, skip_unchanged: bool, stop: threading.Event | None,
+                 progress: Progress | None, record: bool) -> list[Document]:
+    written_all: list[Document] = []
     size = ix.config.sync.docs_per_write
     for start in range(0, len(unique), size):
         check_stop(stop)
