@@ -401,6 +401,14 @@ class StateDB:
         S = self.SessionReg
         return dict(S.select(S.label, S.ledger_status).where(S.persona == persona).tuples())
 
+    def registered_personas(self, labels: Iterable[str]) -> dict[str, str]:
+        """The registered persona of each of ``labels`` that is registered."""
+        S = self.SessionReg
+        out: dict[str, str] = {}
+        for part in chunked(sorted(set(labels)), 500):
+            out.update(S.select(S.label, S.persona).where(S.label.in_(part)).tuples())
+        return out
+
     def session(self, label: str) -> SessionRecord | None:
         r = self.SessionReg.get_or_none(self.SessionReg.label == label)
         return SessionRecord(r.label, r.persona, r.ledger_status, r.visibility) if r else None
@@ -462,6 +470,11 @@ class StateDB:
         """Personas with a session in the registry (a small table: cheaper than ``personas_indexed``)."""
         S = self.SessionReg
         return {p for (p,) in S.select(S.persona).distinct().tuples()}
+
+    def personas_with_live_sessions(self) -> set[str]:
+        """Personas with a registered session the ledger did not delete."""
+        S = self.SessionReg
+        return {p for (p,) in S.select(S.persona).where(S.ledger_status != "deleted").distinct().tuples()}
 
     def personas_with_private_sessions(self) -> set[str]:
         S = self.SessionReg

@@ -112,31 +112,51 @@ def _stale_paths(ix: Indexer, persona: str, built: Built) -> set[str]:
 # -- session status (deleted sessions) -----------------------------------------------------------
 
 
-def _refresh_registry(ix: Indexer, persona: str, sessions: Sequence[SessionRow], summary: PersonaSummary) -> set[str]:
-    """Record every session's ledger status; purge documents of deleted (or vanished) sessions.
-    Returns the labels that are deleted."""
+def _refresh_registry(ix: Indexer, reader: LedgerReader, persona: str, sessions: Sequence[SessionRow],
+                      summary: PersonaSummary) -> tuple[set[str], list[str]]:
+    """Record every session's ledger status; purge documents of deleted (or vanished) sessions,
+    and another persona's documents of a session the ledger now gives to ``persona``. Returns the
+    labels that are deleted, and those to build again now though no history row says so: a session
+    deleted and then made live again, or one that moved here from another persona."""
     known = ix.state.session_statuses(persona)
     present = {s.label for s in sessions}
+    missing = sorted(label for label in known if label not in present)
+    # a session gone from this persona may live on under another (its persona_id changed): then its
+    # documents here go, and its registry row is left for that persona's pass to take over
+    moved_out = {s.label: s.persona for s in reader.sessions(labels=missing) if s.persona != persona} if missing else {}
+    arrived = {label: other for label, other in ix.state.registered_personas(present - set(known)).items()
+               if other != persona}
     rows = [(s.label, s.persona, s.status) for s in sessions]
-    rows += [(label, persona, "deleted") for label in known if label not in present]
+    rows += [(label, persona, "deleted") for label in missing if label not in moved_out]
     changed = [r for r in rows if known.get(r[0]) != r[2]]
     deleted = {label for label, _, status in rows if status == "deleted"}
-    purge: set[str] = set()
+    revived = sorted(s.label for s in sessions if known.get(s.label) == "deleted" and s.status != "deleted")
+    left = {label: ix.state.paths(persona, session=label) for label in moved_out}
+    purge: dict[str, set[str]] = {persona: set().union(*left.values())}
     for label in deleted:
-        purge |= ix.state.paths(persona, session=label)
-    if purge:
-        for sink in ix.sinks:
-            sink.delete(persona, purge)
-    if changed or purge:
+        purge[persona] |= ix.state.paths(persona, session=label)
+    for label, other in arrived.items():
+        purge.setdefault(other, set()).update(ix.state.paths(other, session=label))
+    for owner, paths in purge.items():
+        if paths:
+            for sink in ix.sinks:
+                sink.delete(owner, paths)
+    if changed or any(purge.values()):
         with ix.state.atomic():
             ix.state.register_sessions(changed)
-            ix.state.forget_documents(persona, purge)
-    summary.documents_deleted += len(purge)
+            for owner, paths in purge.items():
+                ix.state.forget_documents(owner, paths)
+    summary.documents_deleted += sum(map(len, purge.values()))
     for label, _, status in changed:
         # A status change is news; a session seen for the first time is not.
         if label in known or status == "deleted":
             log.info("session.status", persona=persona, session=label, status=status, was=known.get(label))
-    return deleted
+    for label, other in sorted(moved_out.items()):
+        if left[label]:  # its new persona's pass builds it (session.moved)
+            log.info("session.left", persona=persona, session=label, to=other, documents_removed=len(left[label]))
+    for label, other in sorted(arrived.items()):  # logged once, by the persona that takes it over
+        log.info("session.moved", persona=persona, session=label, was=other)
+    return deleted, revived + sorted(arrived)
 
 
 # -- the three modes ------------------------------------------------------------------------------
@@ -177,16 +197,23 @@ def _retry_bad(ix: Indexer, reader: LedgerReader, persona: str, summary: Persona
     """Build the sessions holding bad turns again, now (their bad turns included)."""
     if not labels:
         return
-    with reader.snapshot():
-        current = [s for s in reader.sessions(labels=labels) if s.status != "deleted"]
-        built = build_sessions(ix, reader, persona, current, only_new=True)
-    write_in_parts(ix, persona, built.docs, live_targets(ix, persona), summary, skip_unchanged=True, stop=stop,
-                    progress=progress)
     before = ix.state.bad_count(persona)
-    _commit_state(ix, persona, summary, built, set(), None)
+    _build_now(ix, reader, persona, summary, labels, stop, progress)
     summary.bad_retried += len(labels)
     log.info("sync.bad_retried", persona=persona, why=why, sessions=len(labels),
              still_bad=ix.state.bad_count(persona), were_bad=before)
+
+
+def _build_now(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSummary, labels: Sequence[str],
+               stop: threading.Event | None, progress: Progress | None) -> None:
+    """Build ``labels`` (live sessions of ``persona``) now: every turn not indexed for them yet,
+    and their bad turns."""
+    with reader.snapshot():
+        current = [s for s in reader.sessions(labels=labels, persona=persona) if s.status != "deleted"]
+        built = build_sessions(ix, reader, persona, current, only_new=True)
+    write_in_parts(ix, persona, built.docs, live_targets(ix, persona), summary, skip_unchanged=True, stop=stop,
+                    progress=progress)
+    _commit_state(ix, persona, summary, built, set(), None)
 
 
 def _write_owed(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSummary, deleted: set[str],
@@ -229,7 +256,10 @@ def _tail(ix: Indexer, reader: LedgerReader, persona: str, cursor: int, summary:
     else:
         with reader.snapshot():
             sessions = reader.sessions(persona=persona)
-        deleted = _refresh_registry(ix, persona, sessions, summary)
+        deleted, returned = _refresh_registry(ix, reader, persona, sessions, summary)
+        if returned:  # live again, or moved here: no history row says so
+            _build_now(ix, reader, persona, summary, returned, stop, progress)
+            summary.sessions += len(returned)
     if retry_bad:
         labels = sorted({s for s, _t in ix.state.bad_items(persona)} - deleted)
         _retry_bad(ix, reader, persona, summary, labels, "requested", stop, progress)
@@ -299,7 +329,7 @@ def _backfill(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaS
               stop: threading.Event | None, progress: Progress | None) -> None:
     with reader.snapshot():
         sessions = reader.sessions(persona=persona)
-    _refresh_registry(ix, persona, sessions, summary)
+    _refresh_registry(ix, reader, persona, sessions, summary)
 
     def commit(written: list[Document], built: Built) -> None:
         _commit_state(ix, persona, summary, built, set(), None)
@@ -323,7 +353,7 @@ def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSu
              stop: threading.Event | None, progress: Progress | None) -> None:
     with reader.snapshot():
         sessions = reader.sessions(persona=persona)
-    _refresh_registry(ix, persona, sessions, summary)
+    _refresh_registry(ix, reader, persona, sessions, summary)
     targets = [Target(ix, persona, sink, rebuild=sink.rebuild(persona)) for sink in ix.sinks]
     all_docs: list[Document] = []
     all_skips: list[Skip] = []
@@ -505,7 +535,8 @@ def _planned_documents(ix: Indexer, reader: LedgerReader, plan: PersonaPlan, *, 
 
 def select_personas(ix: Indexer, reader: LedgerReader) -> list[str]:
     configured = list(ix.config.ledger.personas)
-    return configured or reader.personas()
+    # and a persona whose every session left the ledger: its pass purges their documents
+    return configured or sorted(set(reader.personas()) | ix.state.personas_with_live_sessions())
 
 
 class UnknownPersonas(ValueError):

@@ -151,10 +151,13 @@ def reconcile_unscoped(ix: Indexer, reader: LedgerReader | None, persona: str) -
             # but unknown to the state DB could not be removed by path later).
             known = set().union(*(ix.state.paths(persona, session=label) for label in shown))
             docs = [d for d in built.docs if d.session in shown and d.path in known and d.turn_id not in turns]
-            for start in range(0, len(docs), RESTORE_DOCS_PER_WRITE):
-                for sink in unscoped:
-                    sink.upsert(persona, docs[start:start + RESTORE_DOCS_PER_WRITE])
-            restored = len(docs)
+            for sink in unscoped:
+                # one a pass wrote already (a session made live again: built by the pass itself) stays
+                held = sink.paths(persona)
+                missing = [d for d in docs if d.path not in held]
+                for start in range(0, len(missing), RESTORE_DOCS_PER_WRITE):
+                    sink.upsert(persona, missing[start:start + RESTORE_DOCS_PER_WRITE])
+                restored = max(restored, len(missing))
         ix.state.set_json(UNSCOPED_HIDDEN_KEY, {"sessions": sorted(hidden), "turns": sorted(turns)}, persona)
     if removed or restored:
         log.info("export.visibility_applied", persona=persona, removed=removed, restored=restored,

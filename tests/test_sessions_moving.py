@@ -1,0 +1,99 @@
+"""Sessions whose documents must change though no ``session_history`` row says so: a session the
+ledger deletes and then makes live again, a session whose ``persona_id`` changes, a persona whose
+every session leaves the ledger. Real WAL ledger, real QMD file sink and the real redactor; the
+oracle is ``expected_paths`` (plain SQL over the ledger)."""
+
+from __future__ import annotations
+
+import pytest
+from structlog.testing import capture_logs
+
+from exporters.qmd import QmdExporter
+from indexer.sync.context import Indexer
+from indexer.sync.engine import sync_once
+from tests.test_sync import expected_paths
+
+
+@pytest.fixture
+def indexer(config_factory, tmp_path):
+    made = []
+
+    def factory(**cfg) -> Indexer:
+        ix = Indexer(config_factory(**cfg), sinks=[QmdExporter(tmp_path / "export")])
+        made.append(ix)
+        return ix
+
+    yield factory
+    for ix in made:
+        ix.close()
+
+
+def events(logs, name):
+    return [{k: v for k, v in e.items() if k not in ("event", "log_level")} for e in logs if e["event"] == name]
+
+
+def test_a_deleted_session_made_live_again_is_indexed_again_without_a_new_history_row(writer, indexer,
+                                                                                        ledger_path):
+    writer.turn("main", user="the staging database rotates monthly", assistant="noted")
+    writer.turn("main", user="ship on friday?", assistant="yes, friday")
+    writer.turn("keep", user="another session", assistant="ok")
+    ix = indexer()
+    sync_once(ix)
+    everything = expected_paths(ledger_path, "atlas")
+    writer.set_session_status("main", "deleted")
+    sync_once(ix)
+    assert ix.sinks[0].paths("atlas") == expected_paths(ledger_path, "atlas") != everything
+    writer.set_session_status("main", "active")
+    with capture_logs() as logs:
+        summary = sync_once(ix)
+    assert ix.sinks[0].paths("atlas") == everything
+    assert ix.state.paths("atlas") == everything
+    assert summary.documents_written == 2
+    assert events(logs, "session.status") == [{"persona": "atlas", "session": "main", "status": "active",
+                                               "was": "deleted"}]
+
+
+@pytest.mark.parametrize("order", [["atlas", "zeta"], ["zeta", "atlas"]], ids=["old-first", "new-first"])
+def test_a_session_given_to_another_persona_leaves_the_old_one_and_is_indexed_in_the_new(writer, indexer,
+                                                                                        ledger_path, order):
+    """Whichever persona a pass takes first, the old persona keeps no document of the session (a
+    persona never sees another's) and the new one has them all, before the session moves on."""
+    writer.turn("other", persona="zeta", user="zeta's own session", assistant="ok")
+    writer.turn("keep", user="atlas keeps a session", assistant="ok")
+    writer.turn("main", user="what is the vault path?", assistant="it is /srv/vault")
+    writer.turn("main", user="and the backup host?", assistant="backup-7")
+    ix = indexer(ledger={"personas": order})
+    sync_once(ix)
+    moving = {p for p in ix.sinks[0].paths("atlas") if p.startswith("sessions/main/")}
+    assert len(moving) == 2
+    writer.execute("UPDATE sessions SET persona_id = 'zeta' WHERE label = 'main'")
+    with capture_logs() as logs:
+        sync_once(ix)
+    for persona in ("atlas", "zeta"):
+        assert ix.sinks[0].paths(persona) == expected_paths(ledger_path, persona), persona
+        assert ix.state.paths(persona) == expected_paths(ledger_path, persona), persona
+    assert moving <= ix.sinks[0].paths("zeta")
+    assert ix.state.session("main").persona == "zeta"
+    assert events(logs, "session.moved") == [{"persona": "zeta", "session": "main", "was": "atlas"}]
+    # taken first, the old persona removes its copies itself
+    assert events(logs, "session.left") == ([{"persona": "atlas", "session": "main", "to": "zeta",
+                                               "documents_removed": 2}] if order[0] == "atlas" else [])
+    writer.turn("main", persona="zeta", user="a third question after the move", assistant="third answer")
+    sync_once(ix)
+    assert ix.sinks[0].paths("atlas") == expected_paths(ledger_path, "atlas")
+    assert ix.sinks[0].paths("zeta") == expected_paths(ledger_path, "zeta")
+
+
+def test_a_persona_whose_every_session_left_the_ledger_has_its_documents_purged(writer, indexer,
+                                                                             ledger_path):
+    writer.turn("gone", user="gone soon", assistant="ok")
+    writer.turn("stays", persona="zeta", user="zeta stays", assistant="ok")
+    ix = indexer()
+    sync_once(ix)
+    assert ix.sinks[0].paths("atlas")
+    writer.execute("DELETE FROM session_history WHERE session_label = 'gone'")
+    writer.execute("DELETE FROM sessions WHERE label = 'gone'")
+    sync_once(ix)
+    assert ix.sinks[0].paths("atlas") == set() == ix.state.paths("atlas")
+    assert ix.sinks[0].paths("zeta") == expected_paths(ledger_path, "zeta") != set()
+    assert ix.state.session("gone").ledger_status == "deleted"
