@@ -129,6 +129,20 @@ class LedgerReader:
         query = query.where((h.id > cursor) & (h.id <= upto)).order_by(h.id).limit(limit)
         return [HistoryRow(int(i), _text_of(lbl), _text_of(tid), _lenient_int(ts)) for i, lbl, tid, ts in query.tuples()]
 
+    def messages_mark(self) -> int:
+        """The newest ``messages`` rowid: where :meth:`late_messages` starts next."""
+        return int(self.db.execute_sql("SELECT max(rowid) FROM messages").fetchone()[0] or 0)
+
+    def late_messages(self, after: int, *, limit: int = 100_000) -> tuple[int, set[str]]:
+        """(the newest rowid read, the turns of the user/assistant messages inserted after rowid
+        ``after``), at most ``limit`` rows a call (the rest on the next). A rowid range of the
+        table's own b-tree: only the new rows are read."""
+        rows = self.db.execute_sql(
+            "SELECT rowid, turn_id, role FROM messages WHERE rowid > ? ORDER BY rowid LIMIT ?", (after, limit)).fetchall()
+        if not rows:
+            return after, set()
+        return int(rows[-1][0]), {_text_of(turn) for _, turn, role in rows if _text_of(role) in ("user", "assistant")}
+
     # -- sessions, threads, turns -------------------------------------------
 
     def personas(self) -> list[str]:

@@ -66,7 +66,7 @@ def test_a_state_db_of_schema_2_gains_the_indexes_and_keeps_its_data(tmp_path, m
     monkeypatch.undo()  # this release's migrations (3 and 4)
     state = StateDB(path)
     try:
-        assert state.schema_version == len(db_mod.MIGRATIONS) == 5
+        assert state.schema_version == len(db_mod.MIGRATIONS) == 6
         assert _index_columns(path, INDEXES_3) == {name: list(columns) for name, (_table, columns) in INDEXES_3.items()}
         # the data is intact
         assert state.document_count("atlas") == 31
@@ -86,7 +86,7 @@ def test_a_state_db_of_schema_2_gains_the_indexes_and_keeps_its_data(tmp_path, m
               "turn_id LIMIT 5", ("atlas",))
     # opening it again changes nothing
     again = StateDB(path)
-    assert again.schema_version == 5
+    assert again.schema_version == 6
     again.close()
 
 
@@ -97,7 +97,7 @@ def test_a_fresh_state_db_is_created_at_the_latest_schema_with_the_indexes(tmp_p
     names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     version = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
     con.close()
-    assert set(INDEXES_3) | set(INDEXES_4) | set(INDEXES_5) <= names and version == "5"
+    assert set(INDEXES_3) | set(INDEXES_4) | set(INDEXES_5) <= names and version == "6"
 
 
 def test_a_state_db_of_schema_3_gains_the_scope_indexes_and_resolves_scopes_by_them(tmp_path, monkeypatch):
@@ -116,7 +116,7 @@ def test_a_state_db_of_schema_3_gains_the_scope_indexes_and_resolves_scopes_by_t
     monkeypatch.undo()
     state = StateDB(path)
     try:
-        assert state.schema_version == 5
+        assert state.schema_version == len(db_mod.MIGRATIONS)
         assert _index_columns(path, INDEXES_4) == {"sessions_persona_visibility": ["persona", "visibility"],
                          "sessions_persona_status": ["persona", "ledger_status"]}
         assert state.scope_facts("atlas", "s1") == facts_before
@@ -342,7 +342,7 @@ def test_a_state_db_of_schema_4_gains_the_turn_index_and_finds_fork_copies_by_it
     monkeypatch.undo()
     state = StateDB(path)
     try:
-        assert state.schema_version == 5
+        assert state.schema_version == len(db_mod.MIGRATIONS)
         assert _index_columns(path, INDEXES_5) == {"files_persona_turn": ["persona", "turn_id"]}
     finally:
         state.close()

@@ -260,7 +260,7 @@ def test_a_state_db_of_the_previous_schema_gains_the_bad_row_fingerprints(tmp_pa
     con.close()
     state = StateDB(path)
     try:
-        assert state.schema_version == 5  # and on to the latest schema (issue 12: indexes)
+        assert state.schema_version == 6  # and on to the latest schema (indexes, empty turns)
         # A row of the old schema has no fingerprint: the first comparison differs, so it is retried once.
         assert state.bad_to_check("atlas", 10) == [("s", "T1", "")]
         assert state.record_bad("atlas", [("s", "T1", "missing_turn", "x")], {"T1": "abc"}) == 0

@@ -145,7 +145,18 @@ def _models(db: SqliteDatabase):
             table_name = "bad_rows"
             primary_key = CompositeKey("persona", "session_label", "turn_id")
 
-    return Meta, File, SessionReg, ProjectMember, PendingTurn, BadRow
+    class EmptyTurn(Base):
+        """A turn done with no user or assistant text (a tool-only turn, or one whose messages are
+        still to come): no document, but built again if messages arrive (``indexer.sync.late``)."""
+        persona = TextField()
+        session_label = TextField()
+        turn_id = TextField(index=True)
+
+        class Meta:
+            table_name = "empty_turns"
+            primary_key = CompositeKey("persona", "session_label", "turn_id")
+
+    return Meta, File, SessionReg, ProjectMember, PendingTurn, BadRow, EmptyTurn
 
 
 def _migration_1(db: SqliteDatabase, models) -> None:
@@ -208,8 +219,13 @@ def _migration_5(db: SqliteDatabase, models) -> None:
     _create_indexes(db, INDEXES_5)
 
 
+def _migration_6(db: SqliteDatabase, models) -> None:
+    """empty_turns: turns done with no text, built again when messages arrive."""
+    db.create_tables(models, safe=True)
+
+
 # Append only; never edit a released migration.
-MIGRATIONS = [_migration_1, _migration_2, _migration_3, _migration_4, _migration_5]
+MIGRATIONS = [_migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6]
 
 
 #: Scope facts kept per thread between state changes ((persona, session) pairs).
@@ -237,7 +253,7 @@ class StateDB:
         # scope facts of the state as of a stamp, per thread (peewee keeps a connection per thread)
         self._facts = threading.local()
         (self.Meta, self.File, self.SessionReg, self.ProjectMember, self.PendingTurn,
-         self.BadRow) = _models(self.db)
+         self.BadRow, self.EmptyTurn) = _models(self.db)
         try:
             self.db.connect(reuse_if_open=True)
             self._migrate()
@@ -262,7 +278,8 @@ class StateDB:
         with self.db.atomic():
             self.db.create_tables([self.Meta], safe=True)
             version = int(self.get_meta(SCHEMA_VERSION_KEY) or 0)
-            models = [self.Meta, self.File, self.SessionReg, self.ProjectMember, self.PendingTurn, self.BadRow]
+            models = [self.Meta, self.File, self.SessionReg, self.ProjectMember, self.PendingTurn, self.BadRow,
+                      self.EmptyTurn]
             for number, migration in enumerate(MIGRATIONS, start=1):
                 if number > version:
                     migration(self.db, models)
@@ -790,6 +807,31 @@ class StateDB:
         P = self.PendingTurn
         return list(P.select(P.session_label, P.turn_id).where(P.persona == persona).tuples())
 
+    def record_empty(self, persona: str, empty: Iterable[tuple[str, str]], filled: Iterable[tuple[str, str]]) -> None:
+        """(session, turn) pairs done with no text (``empty``), and pairs that made a document (``filled``)."""
+        T = self.EmptyTurn
+        rows = [{"persona": persona, "session_label": s, "turn_id": t} for s, t in set(empty)]
+        for part in chunked(rows, 300):
+            T.insert_many(part).on_conflict_ignore().execute()
+        filled = sorted(set(filled))
+        if filled and T.select().where(T.persona == persona).exists():  # one statement, not one a pair
+            self.db.execute_sql(
+                "DELETE FROM empty_turns WHERE persona = ? AND (session_label, turn_id) IN"
+                " (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))",
+                (persona, json.dumps(filled)))
+
+    def holders_of_late(self, persona: str, turns: Iterable[str]) -> list[tuple[str, str]]:
+        """(session, turn) of ``turns`` indexed in ``persona`` (a document each) or done with no text."""
+        ids = sorted(set(turns))
+        if not ids:
+            return []
+        rows = self.db.execute_sql(
+            "SELECT session_label, turn_id FROM files WHERE persona = ? AND turn_id IN (SELECT value FROM json_each(?))"
+            " UNION SELECT session_label, turn_id FROM empty_turns WHERE persona = ?"
+            " AND turn_id IN (SELECT value FROM json_each(?))",
+            (persona, json.dumps(ids), persona, json.dumps(ids)))
+        return sorted((s, t) for s, t in rows.fetchall() if s)
+
     def pending_count(self, persona: str) -> int:
         return self.PendingTurn.select().where(self.PendingTurn.persona == persona).count()
 
@@ -894,4 +936,5 @@ class StateDB:
         return [p for (p,) in F.select(F.persona).distinct().tuples()]
 
 
-__all__ = ["StateDB", "FileRecord", "SessionRecord", "Visibility", "CURSOR_KEY", "MIGRATIONS", "INDEXES_3", "INDEXES_4"]
+__all__ = ["StateDB", "FileRecord", "SessionRecord", "Visibility", "CURSOR_KEY", "MIGRATIONS", "INDEXES_3", "INDEXES_4",
+           "INDEXES_5"]

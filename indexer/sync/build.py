@@ -38,6 +38,9 @@ class Built:
     learned: StagedMemory | None = None
     # sessions it read again for values found in another persona (indexer.sync.engine._write_owed)
     rechecked: list[str] = field(default_factory=list)
+    # (session, turn) of the turns done with no text (no document): built again if messages arrive
+    # (indexer.sync.late)
+    empty: list[tuple[str, str]] = field(default_factory=list)
 
     def not_written(self) -> int:
         """Turns considered that made no document to write (skipped, pending)."""
@@ -151,7 +154,10 @@ def build_sessions(
                 result = Skip(SkipReason.INVALID_ROW, label, tid, f"{type(exc).__name__}: {exc}")
             if isinstance(result, Skip):
                 out.skips.append(result)
-            elif result is not None:
+                continue
+            if result is None:
+                out.empty.append((label, tid))
+            else:
                 out.docs.append(replace(result, turn_seq=positions.get(label, {}).get(tid)))
     # Read in the caller's snapshot, with the rows the skips were decided on.
     out.fingerprints = reader.turn_fingerprints(s.turn_id for s in out.skips if s.turn_id)

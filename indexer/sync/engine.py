@@ -35,6 +35,7 @@ from indexer.sync.context import Indexer
 from indexer.sync.quiet import LedgerStamp, ledger_stamp
 from indexer.sync.recurring import StagedMemory
 from indexer.sync.visibility import UNSCOPED_WRITES, reconcile_unscoped, remember_private_turns, switch_in_rebuild
+from indexer.sync import late
 from ledger.reader import LedgerReader
 from ledger.rows import SessionRow
 
@@ -73,6 +74,7 @@ def _commit_state(ix: Indexer, persona: str, summary: PersonaSummary, built: Bui
             ix.state.set_cursor(persona, cursor)
         _record_owed(ix, built.learned)
         ix.state.clear_secret_rechecks(persona, built.rechecked)
+        ix.state.record_empty(persona, built.empty, filled=[(d.session, d.turn_id) for d in built.docs if d.session])
     if built.learned is not None:  # the documents it re-rendered are written: what it learned holds
         built.learned.commit()
     _log_skips(persona, built.skips)
@@ -269,12 +271,16 @@ def _tail(ix: Indexer, reader: LedgerReader, persona: str, cursor: int, summary:
     _write_owed(ix, reader, persona, summary, deleted, stop, progress)
     if not sessions_quiet:
         pending = [(s, t) for s, t in ix.state.pending(persona) if s not in deleted]
-        if pending:
+        # turns built before that a message reached since (no history row says so): built again
+        arrived, mark = late.late_turns(ix, reader, persona, deleted)
+        revisit = pending + [p for p in arrived if p not in pending]
+        if revisit:
             with reader.snapshot():
-                built = build_sessions(ix, reader, persona, [], only_new=True, extra_turns=pending)
+                built = build_sessions(ix, reader, persona, [], only_new=True, extra_turns=revisit)
             write_in_parts(ix, persona, built.docs, live, summary, skip_unchanged=True, stop=stop,
                            progress=progress)
             _commit_state(ix, persona, summary, built, set(), None)
+        late.keep(ix, persona, mark)
         ix.quiet.ran("sessions", persona, stamp)
     position = cursor
     while position < head:
@@ -327,6 +333,7 @@ def _walk_all(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaS
 
 def _backfill(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSummary,
               stop: threading.Event | None, progress: Progress | None) -> None:
+    late.start(ix, reader, persona)  # a message after this reaches a turn it built: built again
     with reader.snapshot():
         sessions = reader.sessions(persona=persona)
     _refresh_registry(ix, reader, persona, sessions, summary)
@@ -351,6 +358,7 @@ def _backfill(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaS
 
 def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSummary,
              stop: threading.Event | None, progress: Progress | None) -> None:
+    late.start(ix, reader, persona)
     with reader.snapshot():
         sessions = reader.sessions(persona=persona)
     _refresh_registry(ix, reader, persona, sessions, summary)
@@ -365,12 +373,15 @@ def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSu
 
     rechecked: list[str] = []
 
+    empty: list[tuple[str, str]] = []
+
     def collect(written: list[Document], built: Built) -> None:
         rechecked.extend(built.rechecked)
         all_docs.extend(written)
         all_skips.extend(built.skips)
         pending.extend(built.pending)
         fingerprints.update(built.fingerprints)
+        empty.extend(built.empty)
 
     try:
         _walk_all(ix, reader, persona, summary, targets, rebuilding=True, stop=stop, progress=progress,
@@ -391,7 +402,7 @@ def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSu
                 else:
                     t.rebuild.commit()
             _record_rebuild(ix, persona, summary, all_docs, memory_docs, all_skips, pending, fingerprints,
-                            learned, rechecked)
+                            learned, rechecked, empty)
         if learned is not None:
             learned.commit()
         _log_skips(persona, all_skips)  # a rebuild skips like a tail: one line per session and reason
@@ -408,7 +419,7 @@ def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSu
 def _record_rebuild(ix: Indexer, persona: str, summary: PersonaSummary, docs: list[Document],
                     memory_docs: list[Document], skips: list[Skip], pending: list[tuple[str, str]],
                     fingerprints: dict[str, str], learned: StagedMemory | None = None,
-                    rechecked: Sequence[str] = ()) -> None:
+                    rechecked: Sequence[str] = (), empty: Sequence[tuple[str, str]] = ()) -> None:
     old = ix.state.paths(persona)  # read before the write transaction (no read-to-write upgrade in it)
     with ix.state.atomic():
         ix.state.forget_documents(persona, old)
@@ -422,6 +433,7 @@ def _record_rebuild(ix: Indexer, persona: str, summary: PersonaSummary, docs: li
         ix.state.set_build_identity(persona, ix.build_identity)
         _record_owed(ix, learned)
         ix.state.clear_secret_rechecks(persona, rechecked)
+        ix.state.record_empty(persona, empty, filled=[(d.session, d.turn_id) for d in docs if d.session])
 
 
 # -- entry point -------------------------------------------------------------------------------------
