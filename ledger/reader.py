@@ -129,19 +129,23 @@ class LedgerReader:
         query = query.where((h.id > cursor) & (h.id <= upto)).order_by(h.id).limit(limit)
         return [HistoryRow(int(i), _text_of(lbl), _text_of(tid), _lenient_int(ts)) for i, lbl, tid, ts in query.tuples()]
 
-    def messages_mark(self) -> int:
-        """The newest ``messages`` rowid: where :meth:`late_messages` starts next."""
-        return int(self.db.execute_sql("SELECT max(rowid) FROM messages").fetchone()[0] or 0)
+    def messages_top(self) -> tuple[int, str | None]:
+        """(rowid, id) of the newest ``messages`` row ((0, None) when there is none)."""
+        row = self.db.execute_sql("SELECT rowid, id FROM messages ORDER BY rowid DESC LIMIT 1").fetchone()
+        return (int(row[0]), _text_of(row[1])) if row else (0, None)
 
-    def late_messages(self, after: int, *, limit: int = 100_000) -> tuple[int, set[str]]:
-        """(the newest rowid read, the turns of the user/assistant messages inserted after rowid
-        ``after``), at most ``limit`` rows a call (the rest on the next). A rowid range of the
-        table's own b-tree: only the new rows are read."""
+    def message_id_at(self, rowid: int) -> str | None:
+        """The id of the ``messages`` row at ``rowid`` (None: none there; rowid 0 is the empty table's)."""
+        row = self.db.execute_sql("SELECT id FROM messages WHERE rowid = ?", (rowid,)).fetchone()
+        return _text_of(row[0]) if row else None
+
+    def late_messages(self, after: int, upto: int) -> set[str]:
+        """The turns of the user/assistant messages at rowids ``after < rowid <= upto``: a rowid range
+        of the table's own b-tree, so only those rows are read."""
         rows = self.db.execute_sql(
-            "SELECT rowid, turn_id, role FROM messages WHERE rowid > ? ORDER BY rowid LIMIT ?", (after, limit)).fetchall()
-        if not rows:
-            return after, set()
-        return int(rows[-1][0]), {_text_of(turn) for _, turn, role in rows if _text_of(role) in ("user", "assistant")}
+            "SELECT DISTINCT turn_id FROM messages WHERE rowid > ? AND rowid <= ? AND role IN ('user', 'assistant')",
+            (after, upto)).fetchall()
+        return {_text_of(turn) for (turn,) in rows}
 
     # -- sessions, threads, turns -------------------------------------------
 

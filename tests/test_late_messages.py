@@ -78,22 +78,80 @@ def test_a_pass_reads_only_the_messages_after_its_mark_and_none_while_the_ledger
     monkeypatch.setattr(quiet, "SETTLE_S", 0.0)  # trust the ledger files' stamp at once
     writer.turn("main", user="a question", assistant="an answer")
     sync_once(ix)
-    reads: list[int] = []
+    reads: list[tuple[int, int]] = []
     real = LedgerReader.late_messages
 
-    def counted(self, after, **kw):
-        reads.append(after)
-        return real(self, after, **kw)
+    def counted(self, after, upto):
+        reads.append((after, upto))
+        return real(self, after, upto)
 
     monkeypatch.setattr(LedgerReader, "late_messages", counted)
-    newest = lambda: int(writer.conn.execute("SELECT max(rowid) FROM messages").fetchone()[0])  # noqa: E731
-    assert ix.state.get_meta(LATE_MARK_KEY, "atlas") == str(newest())
+
+    def newest():
+        rowid, mid = writer.conn.execute("SELECT rowid, id FROM messages ORDER BY rowid DESC LIMIT 1").fetchone()
+        return [rowid, mid]
+
+    assert ix.state.get_json(LATE_MARK_KEY, "atlas")["checkpoints"][-1] == newest()
     sync_once(ix)  # the ledger files unchanged
     assert reads == []
-    before = newest()
+    before = newest()[0]
     writer.turn("other", user="another session", assistant="ok")
     sync_once(ix)
-    assert reads == [before] and ix.state.get_meta(LATE_MARK_KEY, "atlas") == str(newest())
+    assert reads == [(before, newest()[0])]
+    assert ix.state.get_json(LATE_MARK_KEY, "atlas")["checkpoints"][-1] == newest()
+
+
+def test_an_answer_deleted_and_written_again_at_the_same_rowid_reaches_the_index(writer, ix):
+    """``messages`` has no AUTOINCREMENT: the newest row deleted, the next insert takes its rowid.
+    The mark's row then has another id: the pass reads from an older checkpoint."""
+    turn = writer.turn("main", user="which region hosts prod?", assistant="ERROR: upstream timeout")
+    sync_once(ix)
+    (rowid,) = writer.conn.execute("SELECT max(rowid) FROM messages").fetchone()
+    writer.execute("DELETE FROM messages WHERE turn_id = ? AND role = 'assistant'", (turn,))
+    late_message(writer, turn, "assistant", "prod is in eu-west-3", 1)
+    assert writer.conn.execute("SELECT max(rowid) FROM messages").fetchone() == (rowid,)  # reused
+    sync_once(ix)
+    assert body(ix, turn) == "User: which region hosts prod?\n\nAssistant: prod is in eu-west-3"
+
+
+def test_a_late_message_for_a_turn_rewound_out_of_its_session_makes_no_document(writer, ix):
+    first = writer.turn("main", user="the first question", assistant="the first answer")
+    empty = writer.turn("main", user=None, assistant=None)
+    sync_once(ix)
+    writer.fork("main", first)  # the head goes back before the empty turn
+    sync_once(ix)
+    late_message(writer, empty, "user", "written for a turn no history holds", 0)
+    sync_once(ix)
+    assert not any(empty in p for p in ix.sinks[0].paths("atlas"))
+    assert ix.state.holders_of_late("atlas", [empty]) == []  # and forgotten
+
+
+@pytest.mark.parametrize("kind", ["pending", "empty"])
+@pytest.mark.parametrize("order", [["atlas", "zeta"], ["zeta", "atlas"]], ids=["old-first", "new-first"])
+def test_a_turn_of_a_session_that_moved_is_built_only_in_its_new_persona(writer, config_factory, tmp_path, kind,
+                                                                        order):
+    writer.turn("other", persona="zeta", user="zeta's own", assistant="ok")
+    writer.turn("main", user="first question", assistant="first answer")
+    if kind == "pending":
+        turn = writer.turn("main", user="a streaming question", assistant=None, status="streaming")
+    else:
+        turn = writer.turn("main", user=None, assistant=None)
+    ix = Indexer(config_factory(ledger={"personas": order}), sinks=[QmdExporter(tmp_path / "export")])
+    try:
+        sync_once(ix)
+        writer.execute("UPDATE sessions SET persona_id = 'zeta' WHERE label = 'main'")
+        sync_once(ix)
+        if kind == "pending":
+            writer.complete(turn, assistant="an answer for zeta only")
+        else:
+            late_message(writer, turn, "user", "late text for zeta only", 0)
+        sync_once(ix)
+        sync_once(ix)
+        assert not any("/main/" in p for p in ix.sinks[0].paths("atlas") | ix.state.paths("atlas"))
+        assert f"sessions/main/turns/{turn}.md" in ix.sinks[0].paths("zeta")
+        assert ix.state.pending("atlas") == []
+    finally:
+        ix.close()
 
 
 def test_a_tool_only_turn_is_recorded_empty_and_forgotten_once_it_has_text(writer, ix):

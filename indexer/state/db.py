@@ -489,9 +489,11 @@ class StateDB:
         return {p for (p,) in S.select(S.persona).distinct().tuples()}
 
     def personas_with_live_sessions(self) -> set[str]:
-        """Personas with a registered session the ledger did not delete."""
+        """Personas with a registered session the ledger did not delete (every pass asks: reused while
+        the state DB is unchanged)."""
         S = self.SessionReg
-        return {p for (p,) in S.select(S.persona).where(S.ledger_status != "deleted").distinct().tuples()}
+        return set(self._per_state(("live personas",), lambda: {
+            p for (p,) in S.select(S.persona).where(S.ledger_status != "deleted").distinct().tuples()}))
 
     def personas_with_private_sessions(self) -> set[str]:
         S = self.SessionReg
@@ -820,6 +822,16 @@ class StateDB:
                 " (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))",
                 (persona, json.dumps(filled)))
 
+    def forget_empty(self, persona: str) -> None:
+        self.EmptyTurn.delete().where(self.EmptyTurn.persona == persona).execute()
+
+    def forget_sessions(self, persona: str, labels: Iterable[str]) -> None:
+        """Drop what ``persona`` keeps of ``labels`` besides documents: pending, bad and empty turns
+        (the sessions left the persona)."""
+        for part in chunked(sorted(set(labels)), 500):
+            for table in (self.PendingTurn, self.BadRow, self.EmptyTurn):
+                table.delete().where((table.persona == persona) & table.session_label.in_(part)).execute()
+
     def holders_of_late(self, persona: str, turns: Iterable[str]) -> list[tuple[str, str]]:
         """(session, turn) of ``turns`` indexed in ``persona`` (a document each) or done with no text."""
         ids = sorted(set(turns))
@@ -854,6 +866,7 @@ class StateDB:
             P.delete().where(P.persona == persona).execute()
             B.delete().where(B.persona == persona).execute()
             M.delete().where(M.scope == persona).execute()
+            self.forget_empty(persona)
 
     # -- bad rows ------------------------------------------------------------------------
 

@@ -41,6 +41,8 @@ class Built:
     # (session, turn) of the turns done with no text (no document): built again if messages arrive
     # (indexer.sync.late)
     empty: list[tuple[str, str]] = field(default_factory=list)
+    # (session, turn) pairs to revisit that are no longer in the session's history: not built
+    left: list[tuple[str, str]] = field(default_factory=list)
 
     def not_written(self) -> int:
         """Turns considered that made no document to write (skipped, pending)."""
@@ -96,11 +98,20 @@ def build_sessions(
             wanted[s.label] = [t for t in ancestry if t not in known]
         else:
             wanted[s.label] = list(dict.fromkeys(ancestry))
-    for label, turn in extra_turns:
+    # A turn to revisit (pending, or given a late message) that left its session's history (rewound,
+    # the session deleted or moved to another persona) is not built; done with it (``Built.left``).
+    extra_pairs = list(dict.fromkeys(extra_turns))
+    current = session_histories(reader, persona, sorted({l for l, _ in extra_pairs if l not in out.ancestry}))
+    extra: set[tuple[str, str]] = set()
+    for label, turn in extra_pairs:
+        history = out.ancestry.get(label, current.get(label))
+        if history == "gone" or (isinstance(history, list) and turn not in history):
+            out.left.append((label, turn))
+            continue
+        extra.add((label, turn))
         wanted.setdefault(label, [])
         if turn not in wanted[label]:
             wanted[label].append(turn)
-    extra = set(extra_turns)
     out.considered = sum(len(ids) for ids in wanted.values())
 
     limit = ix.config.ledger.max_message_bytes
@@ -108,6 +119,7 @@ def build_sessions(
     secrets = learned if learned is not None else ix.secrets.stage() if ix.secrets is not None else None
     out.learned = secrets
     histories = dict(out.ancestry)
+    histories.update((label, h) for label, h in current.items() if isinstance(h, list))
     learn: dict[str, list[str]] = {}
     if secrets is not None:
         # Revisited turns (a streaming turn finished) are learned from with their session's history.

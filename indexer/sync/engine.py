@@ -66,7 +66,7 @@ def _commit_state(ix: Indexer, persona: str, summary: PersonaSummary, built: Bui
         ix.state.forget_documents(persona, deletions)
         ix.state.clear_bad_turns(persona, resolved)
         ix.state.set_pending(persona, built.pending)
-        ix.state.clear_pending(persona, built.done_pending)
+        ix.state.clear_pending(persona, built.done_pending + built.left)
         summary.documents_skipped_bad += ix.state.record_bad(
             persona, [(s.session, s.turn_id or "", s.reason.value, s.detail) for s in built.skips],
             built.fingerprints, sessions_built=built.ancestry)
@@ -74,7 +74,8 @@ def _commit_state(ix: Indexer, persona: str, summary: PersonaSummary, built: Bui
             ix.state.set_cursor(persona, cursor)
         _record_owed(ix, built.learned)
         ix.state.clear_secret_rechecks(persona, built.rechecked)
-        ix.state.record_empty(persona, built.empty, filled=[(d.session, d.turn_id) for d in built.docs if d.session])
+        ix.state.record_empty(persona, built.empty,
+                              filled=[(d.session, d.turn_id) for d in built.docs if d.session] + built.left)
     if built.learned is not None:  # the documents it re-rendered are written: what it learned holds
         built.learned.commit()
     _log_skips(persona, built.skips)
@@ -143,11 +144,16 @@ def _refresh_registry(ix: Indexer, reader: LedgerReader, persona: str, sessions:
         if paths:
             for sink in ix.sinks:
                 sink.delete(owner, paths)
-    if changed or any(purge.values()):
+    if changed or any(purge.values()) or moved_out or arrived:
         with ix.state.atomic():
             ix.state.register_sessions(changed)
             for owner, paths in purge.items():
                 ix.state.forget_documents(owner, paths)
+            # what the old persona kept of a session that moved (pending, bad and empty turns) goes too:
+            # revisited there, it would be built as the old persona's
+            ix.state.forget_sessions(persona, moved_out)
+            for label, other in arrived.items():
+                ix.state.forget_sessions(other, [label])
     summary.documents_deleted += sum(map(len, purge.values()))
     for label, _, status in changed:
         # A status change is news; a session seen for the first time is not.
@@ -433,7 +439,8 @@ def _record_rebuild(ix: Indexer, persona: str, summary: PersonaSummary, docs: li
         ix.state.set_build_identity(persona, ix.build_identity)
         _record_owed(ix, learned)
         ix.state.clear_secret_rechecks(persona, rechecked)
-        ix.state.record_empty(persona, empty, filled=[(d.session, d.turn_id) for d in docs if d.session])
+        ix.state.forget_empty(persona)
+        ix.state.record_empty(persona, empty, filled=())
 
 
 # -- entry point -------------------------------------------------------------------------------------

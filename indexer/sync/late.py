@@ -3,14 +3,17 @@
 A tail pass builds a turn once it is done and never again (only turns not indexed yet are built),
 but a runtime may write the answer after marking the turn done, finish a turn that was done with
 no text yet, or retry a failed turn in place — with no new ``session_history`` row. Every message
-the runtime writes is a new row of ``messages``, so each persona keeps the newest rowid it has
-read (``LATE_MARK_KEY``); a pass that finds the ledger files changed reads the rows after it (a
-rowid range: only the new rows), and a turn among them that is indexed, or was done with no text
-(``StateDB.record_empty``), is built again. A message edited in place (an UPDATE: no new row) is
+the runtime writes is a new row of ``messages``, so each persona keeps the newest rows it has read
+(``LATE_MARK_KEY``: rowid and id, see :class:`LateMark`); a pass that finds the ledger files
+changed reads the rows after them (a rowid range: only the new rows), and a turn among them that
+is indexed, or was done with no text (``StateDB.record_empty``), is built again if it is still in
+its session's history. A message edited in place (an UPDATE: no new row) is
 not noticed; the next rebuild (``reindex``) takes it.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import structlog
 
@@ -19,36 +22,72 @@ from ledger.reader import LedgerReader
 
 log = structlog.get_logger("indexer.sync")
 
-#: per persona: the newest ``messages`` rowid its passes have read
+#: per persona: ``{"checkpoints": [[rowid, message id], ...]}``, the newest ``messages`` rows its
+#: passes had read, oldest first (``MAX_CHECKPOINTS``)
 LATE_MARK_KEY = "late_messages_mark_v1"
+MAX_CHECKPOINTS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class LateMark:
+    """Where the next pass starts reading ``messages``: checkpoints (rowid, id), oldest first. A
+    checkpoint counts only while the row at its rowid still has its id: ``messages`` has no
+    AUTOINCREMENT, so when the newest rows are deleted their rowids are handed out again (a failed
+    answer deleted and written anew), and a restored or dumped ledger renumbers them."""
+
+    checkpoints: tuple[tuple[int, str | None], ...]
+
+    def as_json(self) -> dict:
+        return {"checkpoints": [list(c) for c in self.checkpoints]}
+
+
+def _read(ix: Indexer, persona: str) -> LateMark | None:
+    stored = ix.state.get_json(LATE_MARK_KEY, persona)
+    if not stored or not isinstance(stored.get("checkpoints"), list):
+        return None
+    return LateMark(tuple((int(rowid), mid) for rowid, mid in stored["checkpoints"]))
 
 
 def start(ix: Indexer, reader: LedgerReader, persona: str) -> None:
-    """Before a backfill or a rebuild reads the ledger: messages from here on are late for what it
-    builds (a mark already kept stays: it is older)."""
-    if ix.state.get_meta(LATE_MARK_KEY, persona) is None:
-        with reader.snapshot():
-            mark = reader.messages_mark()
-        with ix.state.atomic():
-            ix.state.set_meta(LATE_MARK_KEY, str(mark), persona)
-
-
-def late_turns(ix: Indexer, reader: LedgerReader, persona: str, deleted: set[str]) -> tuple[list[tuple[str, str]], int]:
-    """(the (session, turn) pairs to build again — built before, and given a message since —, the
-    rowid to keep once they are written: :func:`keep`)."""
-    stored = ix.state.get_meta(LATE_MARK_KEY, persona)
+    """Before a backfill or a rebuild reads the ledger (it builds every turn as it is): messages
+    after this are late for what it builds."""
     with reader.snapshot():
+        top = reader.messages_top()
+    with ix.state.atomic():
+        ix.state.set_json(LATE_MARK_KEY, LateMark((top,)).as_json(), persona)
+
+
+def late_turns(ix: Indexer, reader: LedgerReader, persona: str,
+               deleted: set[str]) -> tuple[list[tuple[str, str]], LateMark]:
+    """(the (session, turn) pairs to build again — built before, and given a message since —, the
+    mark to keep once they are written: :func:`keep`)."""
+    stored = _read(ix, persona)
+    with reader.snapshot():
+        top = reader.messages_top()
         if stored is None:  # an index from before this check: from now on
-            return [], reader.messages_mark()
-        mark, turns = reader.late_messages(int(stored))
-    pairs = [p for p in ix.state.holders_of_late(persona, turns) if p[0] not in deleted]
+            return [], LateMark((top,))
+        intact = next((i for i in range(len(stored.checkpoints) - 1, -1, -1)
+                       if reader.message_id_at(stored.checkpoints[i][0]) == stored.checkpoints[i][1]), None)
+        if intact is None:
+            log.warning("ledger.messages_renumbered", persona=persona, checkpoints=len(stored.checkpoints),
+                        action="every message is read once for turns built before it")
+        since = stored.checkpoints[intact][0] if intact is not None else 0
+        turns = reader.late_messages(since, top[0])
+    kept = stored.checkpoints[: intact + 1] if intact is not None else ()
+    if kept[-1:] != (top,):  # nothing new: no new checkpoint
+        kept = (*kept, top)
+    mark = LateMark(kept[-MAX_CHECKPOINTS:])
+    pairs = ix.state.holders_of_late(persona, turns)
+    owners = ix.state.registered_personas({s for s, _ in pairs})
+    # only sessions of this persona now (one that moved is the other persona's), not deleted
+    pairs = [(s, t) for s, t in pairs if s not in deleted and owners.get(s) == persona]
     for session, turn in pairs:
         log.info("turn.late_message", persona=persona, session=session, turn=turn)
     return pairs, mark
 
 
-def keep(ix: Indexer, persona: str, mark: int) -> None:
-    ix.state.set_meta(LATE_MARK_KEY, str(mark), persona)
+def keep(ix: Indexer, persona: str, mark: LateMark) -> None:
+    ix.state.set_json(LATE_MARK_KEY, mark.as_json(), persona)
 
 
-__all__ = ["LATE_MARK_KEY", "keep", "late_turns", "start"]
+__all__ = ["LATE_MARK_KEY", "LateMark", "keep", "late_turns", "start"]
