@@ -283,3 +283,36 @@ def test_a_rebuild_logs_its_skips_once_per_session_and_reason(writer, make_index
         assert sync_once(ix, force=True).personas["atlas"].mode == "rebuild"
     skipped = [e for e in logs if e["event"] == "document.skipped"]
     assert [(e["session"], e["reason"], e["count"]) for e in skipped] == [("ghosts", "missing_turn", 50)]
+
+
+def test_an_ancestry_that_leaves_out_its_head_or_runs_past_it_still_ends_at_the_head(writer, make_indexer):
+    """The ledger's contract: a thread's ancestry ends with its own turn. One that leaves the head out
+    still indexes the head; ids past the head are not the session's history."""
+    import json
+
+    t1 = writer.turn("short", user="the first question", assistant="a1")
+    head = writer.turn("short", user="the head question", assistant="a2")
+    writer.execute("UPDATE threads SET ancestry=? WHERE turn_id=?", (json.dumps([t1]), head))
+    u1 = writer.turn("long", user="another first", assistant="b1")
+    later = writer.turn("long", user="a later turn", assistant="b2")
+    writer.fork("long", u1)  # the head back to u1; its thread row then names `later` after it
+    writer.execute("UPDATE threads SET ancestry=? WHERE turn_id=?", (json.dumps([u1, later]), u1))
+    ix = make_indexer()
+    sync_once(ix)
+    assert ix.state.paths("atlas") == {f"sessions/short/turns/{t1}.md", f"sessions/short/turns/{head}.md",
+                                       f"sessions/long/turns/{u1}.md"}
+
+
+def test_two_labels_that_read_back_the_same_are_reported(writer, make_indexer):
+    """Labels that are not valid UTF-8 are read leniently: two can come back as the same text. Only
+    one of them can be indexed under it, and the pass says so."""
+    writer.turn("tmp1", user="session one", assistant="one")
+    writer.turn("tmp2", user="session two", assistant="two")
+    for old, new in (("tmp1", b"dm:\xff"), ("tmp2", b"dm:\xfe")):
+        writer.execute("UPDATE sessions SET label=? WHERE label=?", (new, old))
+        writer.execute("UPDATE session_history SET session_label=? WHERE session_label=?", (new, old))
+    ix = make_indexer()
+    with structlog.testing.capture_logs() as logs:
+        sync_once(ix)
+    collisions = [e for e in logs if e["event"] == "ledger.label_collision"]
+    assert [(e["persona"], e["sessions"], e["log_level"]) for e in collisions] == [("atlas", ["dm:\ufffd"], "warning")]

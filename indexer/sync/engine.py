@@ -20,6 +20,8 @@ two replays the batch and neither loses nor duplicates.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -123,6 +125,10 @@ def _refresh_registry(ix: Indexer, reader: LedgerReader, persona: str, sessions:
     deleted and then made live again, or one that moved here from another persona."""
     known = ix.state.session_statuses(persona)
     present = {s.label for s in sessions}
+    if len(present) < len(sessions):  # labels that are not valid UTF-8 can read back the same
+        seen = Counter(s.label for s in sessions)
+        log.warning("ledger.label_collision", persona=persona, sessions=sorted(l for l, n in seen.items() if n > 1),
+                    action="only one of the sessions each label names is indexed: give the others distinct labels")
     missing = sorted(label for label in known if label not in present)
     # a session gone from this persona may live on under another (its persona_id changed): then its
     # documents here go, and its registry row is left for that persona's pass to take over

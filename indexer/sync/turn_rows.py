@@ -26,7 +26,11 @@ def parse_ancestry(raw: str | None, head: str) -> list[str] | None:
         return None
     if not isinstance(value, list) or not all(isinstance(x, str) and x for x in value):
         return None
-    return value if value else [head]
+    # The thread's history ends with its head turn (the ledger's contract); one that does not
+    # still holds it: ids past it are not this thread's, a head left out is its last turn.
+    if head in value:
+        return value[: value.index(head) + 1]
+    return [*value, head]
 
 
 class TurnRows:
