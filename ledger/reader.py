@@ -129,14 +129,18 @@ class LedgerReader:
         query = query.where((h.id > cursor) & (h.id <= upto)).order_by(h.id).limit(limit)
         return [HistoryRow(int(i), _text_of(lbl), _text_of(tid), _lenient_int(ts)) for i, lbl, tid, ts in query.tuples()]
 
+    #: what identifies a ``messages`` row beyond its rowid: a row deleted and written anew at the same
+    #: rowid (no AUTOINCREMENT), even under the same id (INSERT OR REPLACE), differs in one of them
+    _ROW_KEY = "id || '|' || ifnull(created_at, '') || '|' || ifnull(length(CAST(content AS BLOB)), -1)"
+
     def messages_top(self) -> tuple[int, str | None]:
-        """(rowid, id) of the newest ``messages`` row ((0, None) when there is none)."""
-        row = self.db.execute_sql("SELECT rowid, id FROM messages ORDER BY rowid DESC LIMIT 1").fetchone()
+        """(rowid, key) of the newest ``messages`` row ((0, None) when there is none)."""
+        row = self.db.execute_sql(f"SELECT rowid, {self._ROW_KEY} FROM messages ORDER BY rowid DESC LIMIT 1").fetchone()
         return (int(row[0]), _text_of(row[1])) if row else (0, None)
 
-    def message_id_at(self, rowid: int) -> str | None:
-        """The id of the ``messages`` row at ``rowid`` (None: none there; rowid 0 is the empty table's)."""
-        row = self.db.execute_sql("SELECT id FROM messages WHERE rowid = ?", (rowid,)).fetchone()
+    def message_key_at(self, rowid: int) -> str | None:
+        """The key of the ``messages`` row at ``rowid`` (None: none there; rowid 0 is the empty table's)."""
+        row = self.db.execute_sql(f"SELECT {self._ROW_KEY} FROM messages WHERE rowid = ?", (rowid,)).fetchone()
         return _text_of(row[0]) if row else None
 
     def late_messages(self, after: int, upto: int) -> set[str]:
@@ -159,8 +163,9 @@ class LedgerReader:
     ) -> list[SessionRow]:
         """Sessions by persona, by label, or those with a history row in
         ``history_range`` (cursor, upto]. The last matches labels in SQL, on
-        the stored values: a label that is not valid UTF-8 reads back altered
-        (lenient decoding) and would not match as a Python string."""
+        the stored values. A label that is not valid UTF-8 reads back altered
+        (lenient decoding: U+FFFD) and matches no stored value, so ``labels``
+        holding one are also compared as read back, over the persona's sessions."""
         s = self.m.Session
         fields = (s.label, s.thread_id, s.persona_id, s.status, s.created_at, s.updated_at)
         out: list[SessionRow] = []
@@ -178,13 +183,23 @@ class LedgerReader:
             batches = [q.order_by(s.label)]
         else:
             batches = []
-            for part in _chunks(sorted(set(labels))):
+            wanted = set(labels)
+            for part in _chunks(sorted(wanted)):
                 q = s.select(*fields).where(s.label.in_(part))
                 if persona is not None:
                     q = q.where(s.persona_id == persona)
                 batches.append(q)
+            if any("\ufffd" in label for label in wanted):
+                # read back from bytes that are not UTF-8: no stored value equals it; compare read back
+                q = s.select(*fields)
+                batches.append(q.where(s.persona_id == persona) if persona is not None else q)
+        seen: set[tuple] = set()
         for q in batches:
-            for label, thread_id, persona_id, status, created, updated in q.tuples():
+            for row in q.tuples():
+                label, thread_id, persona_id, status, created, updated = row
+                if labels is not None and (_text_of(label) not in wanted or row in seen):
+                    continue
+                seen.add(row)
                 out.append(
                     SessionRow(
                         label=_text_of(label),

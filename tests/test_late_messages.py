@@ -88,8 +88,9 @@ def test_a_pass_reads_only_the_messages_after_its_mark_and_none_while_the_ledger
     monkeypatch.setattr(LedgerReader, "late_messages", counted)
 
     def newest():
-        rowid, mid = writer.conn.execute("SELECT rowid, id FROM messages ORDER BY rowid DESC LIMIT 1").fetchone()
-        return [rowid, mid]
+        rowid, key = writer.conn.execute(
+            f"SELECT rowid, {LedgerReader._ROW_KEY} FROM messages ORDER BY rowid DESC LIMIT 1").fetchone()
+        return [rowid, key]
 
     assert ix.state.get_json(LATE_MARK_KEY, "atlas")["checkpoints"][-1] == newest()
     sync_once(ix)  # the ledger files unchanged
@@ -196,3 +197,73 @@ def test_a_state_db_of_schema_5_gains_the_empty_turns_table_and_keeps_its_data(t
         assert state.holders_of_late("atlas", ["T1", "T2", "T3"]) == [("main", "T2")]
     finally:
         state.close()
+
+
+def test_an_answer_written_anew_under_the_same_id_and_rowid_reaches_the_index(writer, ix):
+    """The newest message deleted and written again with its id: same rowid, same id; its row key
+    (time, length) changes."""
+    turn = writer.turn("main", user="which region hosts prod?", assistant="ERROR")
+    sync_once(ix)
+    rowid, mid = writer.conn.execute("SELECT rowid, id FROM messages WHERE turn_id = ? AND role = 'assistant'",
+                                     (turn,)).fetchone()
+    writer.execute("DELETE FROM messages WHERE id = ?", (mid,))
+    writer.execute("INSERT INTO messages(id, turn_id, role, content, sequence, created_at) "
+                   "VALUES (?, ?, 'assistant', 'prod is in eu-west-3', 1, ?)", (mid, turn, writer.now()))
+    assert writer.conn.execute("SELECT rowid FROM messages WHERE id = ?", (mid,)).fetchone() == (rowid,)
+    sync_once(ix)
+    assert body(ix, turn) == "User: which region hosts prod?\n\nAssistant: prod is in eu-west-3"
+
+
+def test_renumbered_messages_make_the_next_pass_a_backfill(writer, ix):
+    """Every row of ``messages`` written again at other rowids (a restore, a dump): no checkpoint
+    holds, so which turns got a message is unknown — the next pass walks every session (hash skip)."""
+    turn = writer.turn("main", user="which region hosts prod?", assistant=None)
+    sync_once(ix)
+    writer.execute("CREATE TABLE saved AS SELECT * FROM messages")
+    writer.execute("DELETE FROM messages")
+    writer.execute("INSERT INTO messages(id, turn_id, role, content, sequence, created_at) "
+                   "VALUES ('padding', 'none', 'system', 'x', 0, 1)")
+    writer.execute("INSERT INTO messages(id, turn_id, role, content, sequence, created_at, thinking, context_json,"
+                   " metadata_json, source) SELECT id, turn_id, role, content, sequence, created_at, thinking,"
+                   " context_json, metadata_json, source FROM saved ORDER BY rowid DESC")
+    late_message(writer, turn, "assistant", "prod is in eu-west-3", 1)
+    with capture_logs() as logs:
+        sync_once(ix)  # notices, and says so
+    assert [e["event"] for e in logs if e["log_level"] == "warning"] == ["ledger.messages_renumbered"]
+    summary = sync_once(ix)
+    assert summary.personas["atlas"].mode == "backfill"
+    assert body(ix, turn) == "User: which region hosts prod?\n\nAssistant: prod is in eu-west-3"
+    assert sync_once(ix).personas["atlas"].mode == "tail"
+
+
+def test_an_interrupted_reindex_keeps_the_mark_so_a_late_message_is_still_taken(writer, ix):
+    """The mark a rebuild reads at its start is kept only with what it built: stopped half-way, the
+    old index and its mark stay, and the next tail still takes the message."""
+    import threading
+
+    from indexer.sync.summary import SyncInterrupted  # noqa: F401  (what the stop raises inside)
+
+    turn = writer.turn("main", user="which region hosts prod?", assistant=None)
+    for i in range(3):
+        writer.turn(f"s{i}", user=f"another session {i}", assistant="ok")
+    sync_once(ix)
+    late_message(writer, turn, "assistant", "prod is in eu-west-3", 1)
+    stop = threading.Event()
+    stop.set()
+    summary = sync_once(ix, force=True, stop=stop)
+    assert summary.interrupted and summary.personas["atlas"].mode == "rebuild"
+    assert body(ix, turn) == "User: which region hosts prod?"  # the old index, as it was
+    sync_once(ix)
+    assert body(ix, turn) == "User: which region hosts prod?\n\nAssistant: prod is in eu-west-3"
+
+
+def test_a_pending_turn_of_a_session_whose_label_is_not_utf8_is_built_when_it_completes(writer, ix):
+    turn = writer.turn("tmp", user="a streaming question", assistant=None, status="streaming")
+    writer.execute("UPDATE sessions SET label = ? WHERE label = 'tmp'", (b"dm:\xff",))
+    writer.execute("UPDATE session_history SET session_label = ? WHERE session_label = 'tmp'", (b"dm:\xff",))
+    sync_once(ix)
+    assert ix.state.pending("atlas") == [("dm:\ufffd", turn)]
+    writer.complete(turn, assistant="the answer")
+    sync_once(ix)
+    assert ix.state.pending("atlas") == []
+    assert any(turn in p for p in ix.sinks[0].paths("atlas"))

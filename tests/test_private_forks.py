@@ -109,19 +109,23 @@ def test_a_new_fork_of_the_private_session_is_kept_out_by_the_next_pass(world, w
 
 
 @contextlib.contextmanager
-def searching_after_each_write(searcher, persona, caller, query):
+def searching_after_each_write(searcher, persona, caller, query, *, fork=None):
     """While the block runs: after every LanceDB upsert (the files table not yet recorded), search as
-    ``caller`` and keep the turns found; also keep every document the LanceDB and QMD sinks were given."""
+    ``caller`` and keep the turns found (and as ``fork``, which may see the copies: proof that the
+    search reads what the write just added); also keep every document the LanceDB and QMD sinks
+    were given."""
     from exporters.lancedb import LanceSink
     from exporters.qmd import QmdExporter
 
-    seen = SimpleNamespace(found=[], indexed=[], exported=[])
+    seen = SimpleNamespace(found=[], indexed=[], exported=[], by_fork=[])
     real_upsert, real_export = LanceSink.upsert, QmdExporter.upsert
 
     def upsert_then_look(self, target, docs):
         real_upsert(self, target, docs)
         seen.indexed.extend(docs)
         seen.found.append({turn for _, turn in found_in(searcher, persona, caller, query=query, mode="keyword")})
+        if fork is not None:
+            seen.by_fork.append({turn for _, turn in found_in(searcher, persona, fork, query=query, mode="keyword")})
 
     def export(self, target, docs):
         seen.exported.extend(d.path for d in docs)
@@ -241,9 +245,10 @@ def test_a_new_fork_of_an_already_indexed_private_turn_is_hidden_while_its_pass_
     _sync(config)
     writer.fork("late", solo, persona=persona)
     writer.turn("late", user="late's own words about parsnips", persona=persona)
-    with searching_after_each_write(searcher, persona, "lunch", "solitary private quince remark") as seen:
+    with searching_after_each_write(searcher, persona, "lunch", "solitary private quince remark", fork="late") as seen:
         _sync(config)
     assert [d.session for d in seen.indexed if d.turn_id == solo] == ["late"]  # written while searches ran
+    assert solo in seen.by_fork[-1]  # the fork's own search finds the fresh copy: others' searches could
     assert seen.found and not any(solo in s for s in seen.found), seen.found
     assert not [p for p in seen.exported if solo in p], seen.exported
     assert not any(solo in f for f in exported_all(config))
@@ -260,9 +265,10 @@ def test_a_forks_compaction_written_in_an_earlier_part_than_its_copies_is_hidden
     writer.fork("late", solo)
     derived = writer.compaction("late", "quince orchard")
     one_by_one = config.model_copy(update={"sync": config.sync.model_copy(update={"docs_per_write": 1})})
-    with searching_after_each_write(searcher, "atlas", "other", "quince orchard") as seen:
+    with searching_after_each_write(searcher, "atlas", "other", "quince orchard", fork="late") as seen:
         _sync(one_by_one)
     assert seen.indexed[0].turn_id == derived and len(seen.indexed) > 1  # written first, before the copies
+    assert derived in seen.by_fork[0]  # searchable from the first write on, for the fork itself
     assert not any(derived in s for s in seen.found), seen.found
     assert not [p for p in seen.exported if derived in p], seen.exported
 
@@ -330,16 +336,19 @@ def test_a_new_fork_of_an_already_indexed_private_turn_is_hidden_when_a_rebuild_
     _sync(config)
     writer.fork("late", solo)
     seen: list[set] = []
+    by_fork: list[set] = []
     real_commit = LanceRebuild.commit
 
     def commit_then_look(self):
         real_commit(self)
         seen.append({(s, turn) for s, turn in found(searcher, "other", query="solitary private quince remark",
                                                       mode="keyword")})
+        by_fork.append(found(searcher, "late", query="solitary private quince remark", mode="keyword"))
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(LanceRebuild, "commit", commit_then_look)
         assert _sync(config, force=True).personas["atlas"].mode == "rebuild"
+    assert ("late", solo) in by_fork[0]  # the switched-in table is searched: the fork finds its copy
     assert seen == [set()]
     assert ("late", solo) in found(searcher, "late", query="solitary private quince remark", mode="keyword")
 
@@ -347,9 +356,10 @@ def test_a_new_fork_of_an_already_indexed_private_turn_is_hidden_when_a_rebuild_
 def test_a_compaction_a_fork_makes_of_private_turns_is_hidden_while_its_pass_writes_it(world, writer):
     config, searcher, t = world
     derived = writer.compaction("child", "child's summary: the quince orchard is for sale")
-    with searching_after_each_write(searcher, "atlas", "other", "quince orchard") as seen:
+    with searching_after_each_write(searcher, "atlas", "other", "quince orchard", fork="child") as seen:
         _sync(config)
     assert [d.turn_id for d in seen.indexed] == [derived]
+    assert seen.by_fork == [{derived}]  # the search sees the fresh row: the fork does
     assert seen.found == [set()]
     assert not [p for p in seen.exported if derived in p], seen.exported
     assert derived in {turn for _, turn in found(searcher, "child", query="quince orchard", mode="keyword")}

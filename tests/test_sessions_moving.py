@@ -97,3 +97,27 @@ def test_a_persona_whose_every_session_left_the_ledger_has_its_documents_purged(
     assert ix.sinks[0].paths("atlas") == set() == ix.state.paths("atlas")
     assert ix.sinks[0].paths("zeta") == expected_paths(ledger_path, "zeta") != set()
     assert ix.state.session("gone").ledger_status == "deleted"
+
+
+def test_a_private_session_that_moves_keeps_its_copies_in_the_old_personas_forks_hidden(writer, indexer):
+    """A fork of ``main`` stays in atlas when main moves to zeta: main's own turns it copied stay
+    hidden there (its record of own turns moves with it, in the same transaction)."""
+    from indexer.sync.visibility import apply_visibility
+
+    writer.turn("other", user="an unrelated session", assistant="ok")
+    start = writer.turn("root", user="shared start", assistant="ok")
+    writer.fork("main", start)  # main inherits root's turn: root's, not main's own
+    secret = writer.turn("main", user="the vault combination is in the red binder", assistant="noted")
+    writer.fork("child", secret)
+    ix = indexer()
+    sync_once(ix)
+    apply_visibility(ix, "main", "private")
+    copy = f"sessions/child/turns/{secret}.md"
+    assert copy not in ix.sinks[0].paths("atlas") and secret in ix.state.scope_facts("atlas", "other").hidden_turns
+    writer.execute("UPDATE sessions SET persona_id = 'zeta' WHERE label = 'main'")
+    sync_once(ix)
+    assert ix.state.session("main").persona == "zeta" and ix.state.session("main").visibility == "private"
+    assert copy not in ix.sinks[0].paths("atlas")
+    assert ix.state.scope_facts("atlas", "other").hidden_turns == {secret}  # root's own turn stays shown
+    assert f"sessions/root/turns/{start}.md" in ix.sinks[0].paths("atlas")
+    assert ix.sinks[0].paths("zeta") == set()  # private: never exported

@@ -691,13 +691,27 @@ class StateDB:
             out[label].add(turn)
         return out
 
+    def move_private_turns(self, label: str, old: str, new: str) -> None:
+        """Session ``label`` moved from persona ``old`` to ``new``: its recorded own turns go with it
+        (a private session's copies in forks stay hidden while it moves). Call in the transaction
+        that moves its registry row."""
+        before = self.get_json(PRIVATE_TURNS_KEY, old) or {}
+        if label not in before:
+            return
+        ids = before.pop(label)
+        self.set_json(PRIVATE_TURNS_KEY, before, old)
+        after = self.get_json(PRIVATE_TURNS_KEY, new) or {}
+        after[label] = sorted(set(after.get(label, [])) | set(ids))
+        self.set_json(PRIVATE_TURNS_KEY, after, new)
+
     def private_copies(self, persona: str, *, private: set[str] | None = None) -> dict[str, set[str]]:
         """Per private session: its own turns that another session of ``persona`` holds (a fork's
         copies) — what must be hidden in every copy in ``persona``'s index. ``private``: the
         persona's own private sessions (default all of them); private sessions of other personas
         count too (a subagent of another persona forked from one). A session whose own turns were
         never recorded (made private while the ledger could not be read) counts every turn of its
-        indexed history as its own until the next pass records them."""
+        indexed history as its own until the next pass records them. Copies a pass is writing
+        (``note_copies_in_flight``) count as held."""
         private = self.private_sessions(persona) if private is None else private
         out: dict[str, set[str]] = {}
         by_persona = self._private_by_persona(persona, private)

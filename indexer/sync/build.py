@@ -66,7 +66,9 @@ def build_sessions(
     one turn must be masked in turns already indexed: :mod:`indexer.sync.secret_spread`).
 
     ``only_new``: skip turns already indexed (or recorded as bad) for that
-    session: completed turns never change, so a tail need not rebuild them.
+    session: a done turn is built once; one given a message later comes back as an
+    ``extra_turns`` pair (:mod:`indexer.sync.late`). An extra pair whose turn left the session's
+    history (rewound, the session deleted or moved) is not built: ``Built.left``.
     Secret values found in one turn are masked in the session's other turns and in every copy
     of them (:mod:`indexer.sync.secret_spread`): documents already indexed come back here
     when a new value turns up. What the build learned is in ``Built.learned`` (``learned``: a

@@ -5,9 +5,12 @@ Per persona:
 - **tail** (cursor present): ``session_history`` rows after the cursor,
   coalesced per session; each touched session's head ancestry is walked and
   the turns not indexed yet for that session are built; pending/streaming
-  turns seen earlier are revisited; ledger status changes (``deleted``) are
-  picked up from one scan of the persona's sessions.
-- **backfill** (cursor missing): every session of the persona.
+  turns seen earlier are revisited, and turns built before that got a message
+  since (:mod:`indexer.sync.late`); ledger status changes (``deleted``, made
+  live again, moved to another persona) are picked up from one scan of the
+  persona's sessions.
+- **backfill** (cursor missing, or due: the ledger's messages renumbered):
+  every session of the persona.
 - **rebuild** (``force=True`` or a change of the index metadata: redaction,
   embedding model, chunking, sinks): every session, written into a new
   generation of every sink, switched in only when complete, so search keeps
@@ -160,6 +163,7 @@ def _refresh_registry(ix: Indexer, reader: LedgerReader, persona: str, sessions:
             ix.state.forget_sessions(persona, moved_out)
             for label, other in arrived.items():
                 ix.state.forget_sessions(other, [label])
+                ix.state.move_private_turns(label, other, persona)
     summary.documents_deleted += sum(map(len, purge.values()))
     for label, _, status in changed:
         # A status change is news; a session seen for the first time is not.
@@ -345,7 +349,7 @@ def _walk_all(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaS
 
 def _backfill(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSummary,
               stop: threading.Event | None, progress: Progress | None) -> None:
-    late.start(ix, reader, persona)  # a message after this reaches a turn it built: built again
+    mark = late.start(reader)  # a message after this reaches a turn it built: built again
     with reader.snapshot():
         sessions = reader.sessions(persona=persona)
     _refresh_registry(ix, reader, persona, sessions, summary)
@@ -364,13 +368,15 @@ def _backfill(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaS
         ix.state.forget_documents(persona, stale)
         ix.state.set_cursor(persona, summary.head)
         ix.state.set_build_identity(persona, ix.build_identity)
+        late.keep(ix, persona, mark)
+        ix.state.delete_meta(late.BACKFILL_DUE_KEY, persona)
     summary.documents_deleted += len(stale)
     summary.cursor = summary.head
 
 
 def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSummary,
              stop: threading.Event | None, progress: Progress | None) -> None:
-    late.start(ix, reader, persona)
+    mark = late.start(reader)
     with reader.snapshot():
         sessions = reader.sessions(persona=persona)
     _refresh_registry(ix, reader, persona, sessions, summary)
@@ -414,7 +420,7 @@ def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSu
                 else:
                     t.rebuild.commit()
             _record_rebuild(ix, persona, summary, all_docs, memory_docs, all_skips, pending, fingerprints,
-                            learned, rechecked, empty)
+                            learned, rechecked, empty, mark)
         if learned is not None:
             learned.commit()
         _log_skips(persona, all_skips)  # a rebuild skips like a tail: one line per session and reason
@@ -431,7 +437,8 @@ def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSu
 def _record_rebuild(ix: Indexer, persona: str, summary: PersonaSummary, docs: list[Document],
                     memory_docs: list[Document], skips: list[Skip], pending: list[tuple[str, str]],
                     fingerprints: dict[str, str], learned: StagedMemory | None = None,
-                    rechecked: Sequence[str] = (), empty: Sequence[tuple[str, str]] = ()) -> None:
+                    rechecked: Sequence[str] = (), empty: Sequence[tuple[str, str]] = (),
+                    mark: late.LateMark | None = None) -> None:
     old = ix.state.paths(persona)  # read before the write transaction (no read-to-write upgrade in it)
     with ix.state.atomic():
         ix.state.forget_documents(persona, old)
@@ -447,6 +454,9 @@ def _record_rebuild(ix: Indexer, persona: str, summary: PersonaSummary, docs: li
         ix.state.clear_secret_rechecks(persona, rechecked)
         ix.state.forget_empty(persona)
         ix.state.record_empty(persona, empty, filled=())
+        if mark is not None:
+            late.keep(ix, persona, mark)
+        ix.state.delete_meta(late.BACKFILL_DUE_KEY, persona)
 
 
 # -- entry point -------------------------------------------------------------------------------------
@@ -527,6 +537,10 @@ def _decide(ix: Indexer, reader: LedgerReader, persona: str, *, force: bool) -> 
             log.info("index.build_changed", persona=persona, changed=changed)
         return PersonaPlan(persona, "rebuild", cursor, head)
     if cursor is None:
+        return PersonaPlan(persona, "backfill", cursor, head)
+    due = ix.state.get_meta(late.BACKFILL_DUE_KEY, persona)
+    if due:  # e.g. the ledger's messages renumbered: which turns got a message since is not known
+        log.info("index.backfill_due", persona=persona, why=due)
         return PersonaPlan(persona, "backfill", cursor, head)
     if cursor > head:
         # The ledger was replaced or rewound below our cursor: start over.

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from indexer.core.types import Document
+from indexer.state.db import COPIES_IN_FLIGHT_KEY
 
 
 class WritesInFlight:
@@ -46,7 +47,12 @@ class WritesInFlight:
         """Note the copies among ``docs`` now (a rebuild, again right before its switch)."""
         with self._lock:
             noted = self._ix.state.note_copies_in_flight(persona, docs)
-        if noted:  # object storage: readers hide the copies before the table holds them
+            flying = noted or (self._ix.publisher is not None
+                               and bool(self._ix.state.get_json(COPIES_IN_FLIGHT_KEY, persona)))
+        # Object storage: readers hide the copies before the table holds them. Whenever copies are in
+        # flight, not only when noted now: a publish that failed is made before the retried write
+        # (the publisher skips a state it published already).
+        if flying:
             self._ix.publish_scopes()
 
     @contextmanager

@@ -22,18 +22,21 @@ from ledger.reader import LedgerReader
 
 log = structlog.get_logger("indexer.sync")
 
-#: per persona: ``{"checkpoints": [[rowid, message id], ...]}``, the newest ``messages`` rows its
+#: per persona: ``{"checkpoints": [[rowid, row key], ...]}``, the newest ``messages`` rows its
 #: passes had read, oldest first (``MAX_CHECKPOINTS``)
 LATE_MARK_KEY = "late_messages_mark_v1"
 MAX_CHECKPOINTS = 8
+#: per persona: why its next pass must walk every session again (a backfill) — set when no checkpoint
+#: holds (the ``messages`` table renumbered: a restore, a dump, a VACUUM), cleared by the backfill
+BACKFILL_DUE_KEY = "backfill_due_v1"
 
 
 @dataclass(frozen=True, slots=True)
 class LateMark:
-    """Where the next pass starts reading ``messages``: checkpoints (rowid, id), oldest first. A
-    checkpoint counts only while the row at its rowid still has its id: ``messages`` has no
-    AUTOINCREMENT, so when the newest rows are deleted their rowids are handed out again (a failed
-    answer deleted and written anew), and a restored or dumped ledger renumbers them."""
+    """Where the next pass starts reading ``messages``: checkpoints (rowid, row key), oldest first.
+    A checkpoint counts only while the row at its rowid still has its key (``LedgerReader._ROW_KEY``):
+    ``messages`` has no AUTOINCREMENT, so when the newest rows are deleted their rowids are handed out
+    again (a failed answer deleted and written anew), and a restored or dumped ledger renumbers them."""
 
     checkpoints: tuple[tuple[int, str | None], ...]
 
@@ -48,13 +51,12 @@ def _read(ix: Indexer, persona: str) -> LateMark | None:
     return LateMark(tuple((int(rowid), mid) for rowid, mid in stored["checkpoints"]))
 
 
-def start(ix: Indexer, reader: LedgerReader, persona: str) -> None:
-    """Before a backfill or a rebuild reads the ledger (it builds every turn as it is): messages
-    after this are late for what it builds."""
+def start(reader: LedgerReader) -> LateMark:
+    """Before a backfill or a rebuild reads the ledger (it builds every turn as it is): the mark to
+    keep (:func:`keep`) in the transaction that records what it built — messages after it are late
+    for that. Not before: an interrupted rebuild leaves the old index, and its mark, as they were."""
     with reader.snapshot():
-        top = reader.messages_top()
-    with ix.state.atomic():
-        ix.state.set_json(LATE_MARK_KEY, LateMark((top,)).as_json(), persona)
+        return LateMark((reader.messages_top(),))
 
 
 def late_turns(ix: Indexer, reader: LedgerReader, persona: str,
@@ -67,13 +69,16 @@ def late_turns(ix: Indexer, reader: LedgerReader, persona: str,
         if stored is None:  # an index from before this check: from now on
             return [], LateMark((top,))
         intact = next((i for i in range(len(stored.checkpoints) - 1, -1, -1)
-                       if reader.message_id_at(stored.checkpoints[i][0]) == stored.checkpoints[i][1]), None)
+                       if reader.message_key_at(stored.checkpoints[i][0]) == stored.checkpoints[i][1]), None)
         if intact is None:
+            # every row after any point may be new: the next pass walks every session (batched and
+            # counted like any backfill; unchanged documents are skipped by hash)
             log.warning("ledger.messages_renumbered", persona=persona, checkpoints=len(stored.checkpoints),
-                        action="every message is read once for turns built before it")
-        since = stored.checkpoints[intact][0] if intact is not None else 0
-        turns = reader.late_messages(since, top[0])
-    kept = stored.checkpoints[: intact + 1] if intact is not None else ()
+                        action="the next pass builds every session again")
+            ix.state.set_meta(BACKFILL_DUE_KEY, "messages_renumbered", persona)
+            return [], LateMark((top,))
+        turns = reader.late_messages(stored.checkpoints[intact][0], top[0])
+    kept = stored.checkpoints[: intact + 1]
     if kept[-1:] != (top,):  # nothing new: no new checkpoint
         kept = (*kept, top)
     mark = LateMark(kept[-MAX_CHECKPOINTS:])
@@ -90,4 +95,4 @@ def keep(ix: Indexer, persona: str, mark: LateMark) -> None:
     ix.state.set_json(LATE_MARK_KEY, mark.as_json(), persona)
 
 
-__all__ = ["LATE_MARK_KEY", "LateMark", "keep", "late_turns", "start"]
+__all__ = ["BACKFILL_DUE_KEY", "LATE_MARK_KEY", "LateMark", "keep", "late_turns", "start"]

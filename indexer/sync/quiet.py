@@ -1,9 +1,11 @@
 """Checks a pass can skip because the ledger files have not changed since they last ran.
 
 A tail pass reads the rows after its cursor, and that is cheap whatever the
-ledger's size. Three other checks are not: the session registry refresh (every
-session of the persona, for ``deleted`` statuses), revisiting pending turns,
-and comparing the fingerprints of bad turns (repairs in place). None of them
+ledger's size. Four other checks are not free: the session registry refresh
+(every session of the persona: ``deleted`` statuses, sessions made live again or
+moved between personas), revisiting pending turns, reading the ``messages`` rows
+written since the last pass (late messages, :mod:`indexer.sync.late`), and
+comparing the fingerprints of bad turns (repairs in place). None of them
 can find anything new unless the ledger was written, and every write to a WAL
 database changes its ``-wal`` file (appended frames: size and mtime) or, after
 a checkpoint, the main file. So each check records the files' (inode, size,
