@@ -851,12 +851,11 @@ class StateDB:
         ids = sorted(set(turns))
         if not ids:
             return []
+        pairs = {(s, t) for t, sessions in self.turn_holders(persona, ids).items() for s in sessions if s}
         rows = self.db.execute_sql(
-            "SELECT session_label, turn_id FROM files WHERE persona = ? AND turn_id IN (SELECT value FROM json_each(?))"
-            " UNION SELECT session_label, turn_id FROM empty_turns WHERE persona = ?"
-            " AND turn_id IN (SELECT value FROM json_each(?))",
-            (persona, json.dumps(ids), persona, json.dumps(ids)))
-        return sorted((s, t) for s, t in rows.fetchall() if s)
+            "SELECT session_label, turn_id FROM empty_turns WHERE persona = ? AND turn_id IN (SELECT value FROM json_each(?))",
+            (persona, json.dumps(ids)))
+        return sorted(pairs | set(rows.fetchall()))
 
     def pending_count(self, persona: str) -> int:
         return self.PendingTurn.select().where(self.PendingTurn.persona == persona).count()

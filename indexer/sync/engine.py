@@ -120,12 +120,23 @@ def _stale_paths(ix: Indexer, persona: str, built: Built) -> set[str]:
 # -- session status (deleted sessions) -----------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class RegistryChanges:
+    """What a registry refresh found."""
+
+    deleted: set[str]  # sessions the ledger deleted (or no longer holds)
+    revived: list[str]  # deleted before, live again: built now (no history row says so)
+    arrived: list[str]  # moved here from another persona: built now
+
+    @property
+    def to_build(self) -> list[str]:
+        return self.revived + self.arrived
+
+
 def _refresh_registry(ix: Indexer, reader: LedgerReader, persona: str, sessions: Sequence[SessionRow],
-                      summary: PersonaSummary) -> tuple[set[str], list[str]]:
+                      summary: PersonaSummary) -> RegistryChanges:
     """Record every session's ledger status; purge documents of deleted (or vanished) sessions,
-    and another persona's documents of a session the ledger now gives to ``persona``. Returns the
-    labels that are deleted, and those to build again now though no history row says so: a session
-    deleted and then made live again, or one that moved here from another persona."""
+    and another persona's documents of a session the ledger now gives to ``persona``."""
     known = ix.state.session_statuses(persona)
     present = {s.label for s in sessions}
     if len(present) < len(sessions):  # labels that are not valid UTF-8 can read back the same
@@ -174,7 +185,7 @@ def _refresh_registry(ix: Indexer, reader: LedgerReader, persona: str, sessions:
             log.info("session.left", persona=persona, session=label, to=other, documents_removed=len(left[label]))
     for label, other in sorted(arrived.items()):  # logged once, by the persona that takes it over
         log.info("session.moved", persona=persona, session=label, was=other)
-    return deleted, revived + sorted(arrived)
+    return RegistryChanges(deleted, revived, sorted(arrived))
 
 
 # -- the three modes ------------------------------------------------------------------------------
@@ -274,10 +285,11 @@ def _tail(ix: Indexer, reader: LedgerReader, persona: str, cursor: int, summary:
     else:
         with reader.snapshot():
             sessions = reader.sessions(persona=persona)
-        deleted, returned = _refresh_registry(ix, reader, persona, sessions, summary)
-        if returned:  # live again, or moved here: no history row says so
-            _build_now(ix, reader, persona, summary, returned, stop, progress)
-            summary.sessions += len(returned)
+        changes = _refresh_registry(ix, reader, persona, sessions, summary)
+        deleted = changes.deleted
+        if changes.to_build:  # live again, or moved here: no history row says so
+            _build_now(ix, reader, persona, summary, changes.to_build, stop, progress)
+            summary.sessions += len(changes.to_build)
     if retry_bad:
         labels = sorted({s for s, _t in ix.state.bad_items(persona)} - deleted)
         _retry_bad(ix, reader, persona, summary, labels, "requested", stop, progress)
