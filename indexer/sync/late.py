@@ -92,7 +92,10 @@ def late_turns(ix: Indexer, reader: LedgerReader, persona: str,
 
 
 def keep(ix: Indexer, persona: str, mark: LateMark) -> None:
-    ix.state.set_json(LATE_MARK_KEY, mark.as_json(), persona)
+    """Store ``mark`` (no write when it is stored already: every commit invalidates the scope-facts
+    memo of every searcher)."""
+    if ix.state.get_json(LATE_MARK_KEY, persona) != mark.as_json():
+        ix.state.set_json(LATE_MARK_KEY, mark.as_json(), persona)
 
 
 __all__ = ["BACKFILL_DUE_KEY", "LATE_MARK_KEY", "LateMark", "keep", "late_turns", "start"]
