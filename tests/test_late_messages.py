@@ -267,3 +267,16 @@ def test_a_pending_turn_of_a_session_whose_label_is_not_utf8_is_built_when_it_co
     sync_once(ix)
     assert ix.state.pending("atlas") == []
     assert any(turn in p for p in ix.sinks[0].paths("atlas"))
+
+
+def test_a_pending_turn_rewound_out_of_its_session_is_not_indexed_when_it_completes(writer, ix):
+    first = writer.turn("main", user="the first question", assistant="the first answer")
+    streaming = writer.turn("main", user="a question still streaming", assistant=None, status="streaming")
+    sync_once(ix)
+    assert ix.state.pending("atlas") == [("main", streaming)]
+    writer.fork("main", first)  # rewound before it
+    sync_once(ix)
+    writer.complete(streaming, assistant="an answer no history holds")
+    sync_once(ix)
+    assert not any(streaming in p for p in ix.sinks[0].paths("atlas"))
+    assert ix.state.pending("atlas") == []
