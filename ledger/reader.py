@@ -129,19 +129,27 @@ class LedgerReader:
         query = query.where((h.id > cursor) & (h.id <= upto)).order_by(h.id).limit(limit)
         return [HistoryRow(int(i), _text_of(lbl), _text_of(tid), _lenient_int(ts)) for i, lbl, tid, ts in query.tuples()]
 
-    #: what identifies a ``messages`` row beyond its rowid: a row deleted and written anew at the same
-    #: rowid (no AUTOINCREMENT), even under the same id (INSERT OR REPLACE), differs in one of them
-    _ROW_KEY = "id || '|' || ifnull(created_at, '') || '|' || ifnull(length(CAST(content AS BLOB)), -1)"
+    #: a digest of a ``messages`` row beyond its id: a row deleted and written anew at the same rowid
+    #: under the same id, or edited in place, differs in its time, length or ends
+    _ROW_KEY = ("ifnull(created_at, '') || '|' || ifnull(length(CAST(content AS BLOB)), -1) || '|' || "
+                "ifnull(hex(substr(CAST(content AS BLOB), 1, 64)), '') || '|' || "
+                "ifnull(hex(substr(CAST(content AS BLOB), -64)), '')")
 
-    def messages_top(self) -> tuple[int, str | None]:
-        """(rowid, key) of the newest ``messages`` row ((0, None) when there is none)."""
-        row = self.db.execute_sql(f"SELECT rowid, {self._ROW_KEY} FROM messages ORDER BY rowid DESC LIMIT 1").fetchone()
-        return (int(row[0]), _text_of(row[1])) if row else (0, None)
+    def messages_checkpoints(self, back: Sequence[int] = (0,)) -> list[tuple[int, str | None, str | None]]:
+        """(rowid, id, key) of the newest ``messages`` row and of the rows ``back`` places before it
+        (those that exist), oldest first; ``[(0, None, None)]`` for an empty table."""
+        out = []
+        for offset in sorted(set(back), reverse=True):
+            row = self.db.execute_sql(f"SELECT rowid, id, {self._ROW_KEY} FROM messages ORDER BY rowid DESC "
+                                      "LIMIT 1 OFFSET ?", (offset,)).fetchone()
+            if row is not None:
+                out.append((int(row[0]), _text_of(row[1]), _text_of(row[2])))
+        return list(dict.fromkeys(out)) or [(0, None, None)]
 
-    def message_key_at(self, rowid: int) -> str | None:
-        """The key of the ``messages`` row at ``rowid`` (None: none there; rowid 0 is the empty table's)."""
-        row = self.db.execute_sql(f"SELECT {self._ROW_KEY} FROM messages WHERE rowid = ?", (rowid,)).fetchone()
-        return _text_of(row[0]) if row else None
+    def message_at(self, rowid: int) -> tuple[str | None, str | None]:
+        """(id, key) of the ``messages`` row at ``rowid`` ((None, None): none there)."""
+        row = self.db.execute_sql(f"SELECT id, {self._ROW_KEY} FROM messages WHERE rowid = ?", (rowid,)).fetchone()
+        return (_text_of(row[0]), _text_of(row[1])) if row else (None, None)
 
     def late_messages(self, after: int, upto: int) -> set[str]:
         """The turns of the user/assistant messages at rowids ``after < rowid <= upto``: a rowid range

@@ -88,9 +88,9 @@ def test_a_pass_reads_only_the_messages_after_its_mark_and_none_while_the_ledger
     monkeypatch.setattr(LedgerReader, "late_messages", counted)
 
     def newest():
-        rowid, key = writer.conn.execute(
-            f"SELECT rowid, {LedgerReader._ROW_KEY} FROM messages ORDER BY rowid DESC LIMIT 1").fetchone()
-        return [rowid, key]
+        rowid, mid, key = writer.conn.execute(
+            f"SELECT rowid, id, {LedgerReader._ROW_KEY} FROM messages ORDER BY rowid DESC LIMIT 1").fetchone()
+        return [rowid, mid, key]
 
     assert ix.state.get_json(LATE_MARK_KEY, "atlas")["checkpoints"][-1] == newest()
     sync_once(ix)  # the ledger files unchanged
@@ -280,3 +280,37 @@ def test_a_pending_turn_rewound_out_of_its_session_is_not_indexed_when_it_comple
     sync_once(ix)
     assert not any(streaming in p for p in ix.sinks[0].paths("atlas"))
     assert ix.state.pending("atlas") == []
+
+
+def test_the_newest_message_edited_in_place_is_read_again_once_never_a_backfill(writer, ix, monkeypatch):
+    """A runtime may stream into its newest message in place (UPDATE, no new row). The checkpoint at
+    that row still has its id: the row is read again (its turn rebuilt if indexed), once per edit,
+    and no pass becomes a backfill."""
+    from indexer.sync import quiet
+
+    monkeypatch.setattr(quiet, "SETTLE_S", 0.0)
+    turn = writer.turn("main", user="which region hosts prod?", assistant="prod is in")
+    sync_once(ix, force=True)  # a rebuild's mark: checkpoints back from the message edited below
+    modes, late = [], []
+    for words in ("prod is in eu", "prod is in eu-west", "prod is in eu-west-3"):
+        writer.execute("UPDATE messages SET content = ? WHERE turn_id = ? AND role = 'assistant'", (words, turn))
+        with capture_logs() as logs:
+            modes.append(sync_once(ix).personas["atlas"].mode)
+            modes.append(sync_once(ix).personas["atlas"].mode)  # nothing new since
+        late.append(len([e for e in logs if e["event"] == "turn.late_message"]))
+    assert modes == ["tail"] * 6 and late == [1, 1, 1]
+    assert body(ix, turn) == "User: which region hosts prod?\n\nAssistant: prod is in eu-west-3"
+
+
+def test_the_newest_message_deleted_after_a_backfill_keeps_an_older_checkpoint(writer, ix):
+    """A backfill keeps checkpoints some rows before the newest: the newest deleted (and its rowid
+    handed out again) leaves one that holds — the pass reads from there, no backfill."""
+    turns = [writer.turn(f"s{i % 3}", user=f"question {i}", assistant=f"answer {i}") for i in range(12)]
+    sync_once(ix, force=True)  # a rebuild: checkpoints from the newest row back
+    writer.execute("DELETE FROM messages WHERE rowid = (SELECT max(rowid) FROM messages)")
+    late_message(writer, turns[-1], "assistant", "answer 11, corrected", 1)
+    with capture_logs() as logs:
+        summary = sync_once(ix)
+    assert summary.personas["atlas"].mode == "tail"
+    assert not [e for e in logs if e["log_level"] == "warning"]
+    assert body(ix, turns[-1], session="s2") == "User: question 11\n\nAssistant: answer 11, corrected"

@@ -495,3 +495,32 @@ def test_a_pass_of_the_other_persona_alone_still_knows_the_private_sessions_new_
     _sync(nova_only)
     assert not any(fresh in f for f in exported_all(config))
     assert fresh not in {turn for _, turn in found_in(searcher, "nova", "lunch", query="kumquat", mode="keyword")}
+
+
+def test_the_record_of_a_copy_whose_fork_went_away_is_dropped(world, writer):
+    """A fork's write failed (its copy noted, never recorded), then the fork was deleted: the next
+    write drops the note instead of hiding that turn (and the fork's compactions) for good."""
+    from exporters.lancedb import LanceSink
+    from indexer.state.db import COPIES_IN_FLIGHT_KEY, StateDB
+
+    config, searcher, t = world
+    solo = writer.turn("room", user="a solitary private quince remark")
+    _sync(config)
+    writer.fork("late", solo)
+    real = LanceSink.upsert
+
+    def upsert_then_fail(self, persona, docs):
+        real(self, persona, docs)
+        raise RuntimeError("disk full")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(LanceSink, "upsert", upsert_then_fail)
+        with pytest.raises(RuntimeError, match="disk full"):
+            _sync(config)
+    state = StateDB(config.state_db_path)
+    assert solo in state.get_json(COPIES_IN_FLIGHT_KEY, "atlas")["copies"]
+    writer.set_session_status("late", "deleted")
+    writer.turn("other", user="another lunch")
+    _sync(config)
+    assert state.get_json(COPIES_IN_FLIGHT_KEY, "atlas") == {}
+    state.close()

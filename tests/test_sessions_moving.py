@@ -121,3 +121,34 @@ def test_a_private_session_that_moves_keeps_its_copies_in_the_old_personas_forks
     assert ix.state.scope_facts("atlas", "other").hidden_turns == {secret}  # root's own turn stays shown
     assert f"sessions/root/turns/{start}.md" in ix.sinks[0].paths("atlas")
     assert ix.sinks[0].paths("zeta") == set()  # private: never exported
+
+
+def test_a_session_that_left_the_ledger_is_looked_up_once_not_on_every_pass(writer, indexer, monkeypatch):
+    """Whether a vanished session moved to another persona is asked when it goes; once registered
+    deleted it is not asked again (a label that is not UTF-8 would cost a scan of the sessions)."""
+    from indexer.sync import quiet
+    from ledger.reader import LedgerReader
+
+    monkeypatch.setattr(quiet, "SETTLE_S", 0.0)
+    writer.turn("gone", user="soon gone", assistant="ok")
+    writer.turn("stays", user="stays", assistant="ok")
+    ix = indexer()
+    sync_once(ix)
+    asked: list[set] = []
+    real = LedgerReader.sessions
+
+    def counted(self, **kw):
+        if kw.get("labels") is not None:
+            asked.append(set(kw["labels"]))
+        return real(self, **kw)
+
+    monkeypatch.setattr(LedgerReader, "sessions", counted)
+    writer.execute("DELETE FROM session_history WHERE session_label = 'gone'")
+    writer.execute("DELETE FROM sessions WHERE label = 'gone'")
+    sync_once(ix)
+    assert {"gone"} in asked
+    asked.clear()
+    for i in range(2):
+        writer.turn("stays", user=f"more {i}", assistant="ok")
+        sync_once(ix)
+    assert not any("gone" in labels for labels in asked)

@@ -631,13 +631,19 @@ class StateDB:
         already-indexed own turn (or a compaction made in a session holding such copies) would be
         searchable until then. Record, in its own commit, which of ``docs`` are such copies:
         ``private_copies`` counts them as held. Entries the files table records are dropped on the
-        next call; one whose write failed stays (it only hides a private session's own turn) until
-        the copy is recorded. True when the record changed."""
+        next call, and so are those of a session deleted or moved to another persona since (a write
+        that failed, then the fork went); one whose write failed stays (it only hides a private
+        session's own turn) until the copy is recorded. True when the record changed."""
         turn_docs = [d for d in docs if d.turn_id and d.session]
-        by_persona = self._private_by_persona(persona, self.private_sessions(persona)) if turn_docs else {}
-        if not by_persona:
+        if not turn_docs:
             return False
+        by_persona = self._private_by_persona(persona, self.private_sessions(persona))
         before = self.get_json(COPIES_IN_FLIGHT_KEY, persona) or {}
+        if not by_persona:  # no private session anywhere: nothing to hide, nothing kept
+            if before:
+                with self.db.atomic():
+                    self.set_json(COPIES_IN_FLIGHT_KEY, {}, persona)
+            return bool(before)
         entries = {kind: {(t, s) for t, sessions in before.get(kind, {}).items() for s in sessions}
                    for kind in ("copies", "compactions")}
         compacting = {d.session for d in turn_docs if d.kind is DocKind.COMPACTION}
@@ -652,11 +658,15 @@ class StateDB:
                                    if d.kind is DocKind.COMPACTION and d.session in forks}
         # a copy the files table holds is counted from there: a rewrite of one adds nothing here
         recorded = self.turn_holders(persona, {t for pairs in entries.values() for t, _ in pairs})
+        S = self.SessionReg
+        gone = {label for label, owner, status in S.select(S.label, S.persona, S.ledger_status).where(
+            S.label.in_(sorted({s for pairs in entries.values() for _, s in pairs}))).tuples()
+            if owner != persona or status == "deleted"}
         after = {}
         for kind, pairs in entries.items():
             grouped: dict[str, list[str]] = {}
             for t, s in sorted(pairs):
-                if s not in recorded.get(t, ()):
+                if s not in recorded.get(t, ()) and s not in gone:
                     grouped.setdefault(t, []).append(s)
             if grouped:
                 after[kind] = grouped

@@ -145,8 +145,10 @@ def _refresh_registry(ix: Indexer, reader: LedgerReader, persona: str, sessions:
                     action="only one of the sessions each label names is indexed: give the others distinct labels")
     missing = sorted(label for label in known if label not in present)
     # a session gone from this persona may live on under another (its persona_id changed): then its
-    # documents here go, and its registry row is left for that persona's pass to take over
-    moved_out = {s.label: s.persona for s in reader.sessions(labels=missing) if s.persona != persona} if missing else {}
+    # documents here go, and its registry row is left for that persona's pass to take over (looked
+    # up once, when it goes: not for every session long deleted)
+    leaving = [label for label in missing if known[label] != "deleted"]
+    moved_out = {s.label: s.persona for s in reader.sessions(labels=leaving) if s.persona != persona} if leaving else {}
     arrived = {label: other for label, other in ix.state.registered_personas(present - set(known)).items()
                if other != persona}
     rows = [(s.label, s.persona, s.status) for s in sessions]

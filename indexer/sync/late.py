@@ -4,11 +4,12 @@ A tail pass builds a turn once it is done and never again (only turns not indexe
 but a runtime may write the answer after marking the turn done, finish a turn that was done with
 no text yet, or retry a failed turn in place — with no new ``session_history`` row. Every message
 the runtime writes is a new row of ``messages``, so each persona keeps the newest rows it has read
-(``LATE_MARK_KEY``: rowid and id, see :class:`LateMark`); a pass that finds the ledger files
+(``LATE_MARK_KEY``: rowid, id and a digest, see :class:`LateMark`); a pass that finds the ledger files
 changed reads the rows after them (a rowid range: only the new rows), and a turn among them that
 is indexed, or was done with no text (``StateDB.record_empty``), is built again if it is still in
-its session's history. A message edited in place (an UPDATE: no new row) is
-not noticed; the next rebuild (``reindex``) takes it.
+its session's history. A message edited in place (an UPDATE: no new row) is noticed only when it
+is a checkpoint's row (the newest a pass had read: a runtime streaming into its last message);
+others are taken by the next rebuild (``reindex``).
 """
 
 from __future__ import annotations
@@ -22,23 +23,29 @@ from ledger.reader import LedgerReader
 
 log = structlog.get_logger("indexer.sync")
 
-#: per persona: ``{"checkpoints": [[rowid, row key], ...]}``, the newest ``messages`` rows its
-#: passes had read, oldest first (``MAX_CHECKPOINTS``)
+#: per persona: ``{"checkpoints": [[rowid, message id, row key], ...]}``, ``messages`` rows its passes
+#: had read, oldest first (``MAX_CHECKPOINTS``)
 LATE_MARK_KEY = "late_messages_mark_v1"
 MAX_CHECKPOINTS = 8
+#: rows before the newest a backfill or rebuild also keeps as checkpoints (one deleted row, or a few,
+#: must not lose every checkpoint)
+START_BACK = (0, 16, 256, 4096)
 #: per persona: why its next pass must walk every session again (a backfill) — set when no checkpoint
-#: holds (the ``messages`` table renumbered: a restore, a dump, a VACUUM), cleared by the backfill
+#: holds (the ``messages`` table renumbered: a restore, a dump), cleared by the backfill
 BACKFILL_DUE_KEY = "backfill_due_v1"
+
+Checkpoint = tuple[int, "str | None", "str | None"]  # rowid, message id, row key (LedgerReader._ROW_KEY)
 
 
 @dataclass(frozen=True, slots=True)
 class LateMark:
-    """Where the next pass starts reading ``messages``: checkpoints (rowid, row key), oldest first.
-    A checkpoint counts only while the row at its rowid still has its key (``LedgerReader._ROW_KEY``):
-    ``messages`` has no AUTOINCREMENT, so when the newest rows are deleted their rowids are handed out
-    again (a failed answer deleted and written anew), and a restored or dumped ledger renumbers them."""
+    """Where the next pass starts reading ``messages``: checkpoints (rowid, id, key), oldest first.
+    ``messages`` has no AUTOINCREMENT: when the newest rows are deleted their rowids are handed out
+    again (a failed answer deleted and written anew), and a restored or dumped ledger renumbers them.
+    So a checkpoint is trusted only while its rowid holds the same message id; a row there with the
+    same id but another key (edited in place, or written anew under its id) is read again."""
 
-    checkpoints: tuple[tuple[int, str | None], ...]
+    checkpoints: tuple[Checkpoint, ...]
 
     def as_json(self) -> dict:
         return {"checkpoints": [list(c) for c in self.checkpoints]}
@@ -48,7 +55,10 @@ def _read(ix: Indexer, persona: str) -> LateMark | None:
     stored = ix.state.get_json(LATE_MARK_KEY, persona)
     if not stored or not isinstance(stored.get("checkpoints"), list):
         return None
-    return LateMark(tuple((int(rowid), mid) for rowid, mid in stored["checkpoints"]))
+    try:
+        return LateMark(tuple((int(c[0]), c[1], c[2]) for c in stored["checkpoints"]))
+    except (IndexError, TypeError, ValueError):  # an older layout: start again from now
+        return None
 
 
 def start(reader: LedgerReader) -> LateMark:
@@ -56,7 +66,7 @@ def start(reader: LedgerReader) -> LateMark:
     keep (:func:`keep`) in the transaction that records what it built — messages after it are late
     for that. Not before: an interrupted rebuild leaves the old index, and its mark, as they were."""
     with reader.snapshot():
-        return LateMark((reader.messages_top(),))
+        return LateMark(tuple(reader.messages_checkpoints(START_BACK)))
 
 
 def late_turns(ix: Indexer, reader: LedgerReader, persona: str,
@@ -65,22 +75,26 @@ def late_turns(ix: Indexer, reader: LedgerReader, persona: str,
     mark to keep once they are written: :func:`keep`)."""
     stored = _read(ix, persona)
     with reader.snapshot():
-        top = reader.messages_top()
+        (top,) = reader.messages_checkpoints()
         if stored is None:  # an index from before this check: from now on
             return [], LateMark((top,))
-        intact = next((i for i in range(len(stored.checkpoints) - 1, -1, -1)
-                       if reader.message_key_at(stored.checkpoints[i][0]) == stored.checkpoints[i][1]), None)
-        if intact is None:
+        since = None
+        for i in range(len(stored.checkpoints) - 1, -1, -1):
+            rowid, mid, key = stored.checkpoints[i]
+            now_id, now_key = reader.message_at(rowid)
+            if now_id == mid:  # the rows up to it are the ones read; itself too unless it changed
+                since = rowid if now_key == key else rowid - 1
+                kept = (*stored.checkpoints[:i], (rowid, mid, now_key))  # read again once, not every pass
+                break
+        if since is None:
             # every row after any point may be new: the next pass walks every session (batched and
             # counted like any backfill; unchanged documents are skipped by hash)
             log.warning("ledger.messages_renumbered", persona=persona, checkpoints=len(stored.checkpoints),
                         action="the next pass builds every session again")
             ix.state.set_meta(BACKFILL_DUE_KEY, "messages_renumbered", persona)
             return [], LateMark((top,))
-        turns = reader.late_messages(stored.checkpoints[intact][0], top[0])
-    kept = stored.checkpoints[: intact + 1]
-    if kept[-1:] != (top,):  # nothing new: no new checkpoint
-        kept = (*kept, top)
+        turns = reader.late_messages(since, top[0])
+    kept = tuple(c for c in kept if c[0] != top[0]) + (top,)
     mark = LateMark(kept[-MAX_CHECKPOINTS:])
     pairs = ix.state.holders_of_late(persona, turns)
     owners = ix.state.registered_personas({s for s, _ in pairs})
