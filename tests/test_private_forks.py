@@ -198,13 +198,11 @@ def test_a_forks_copy_of_a_new_private_turn_is_hidden_from_the_pass_that_indexes
     assert not any(fresh in f for f in exported(config))
 
 
-def test_a_copy_whose_write_failed_stays_hidden_and_its_record_goes_once_a_pass_records_it(world, writer):
-    """The in-flight record of a fork's copy outlives a failed write (the sink may hold the copy), and
-    the next write after the copy is recorded drops it."""
+def _a_forks_copy_written_but_not_recorded(config, writer) -> str:
+    """room says ``solo`` (indexed); ``late`` forks it; the pass writing late's copy fails right after
+    the LanceDB write (the copy noted in flight, never recorded). Returns solo's turn id."""
     from exporters.lancedb import LanceSink
-    from indexer.state.db import COPIES_IN_FLIGHT_KEY, StateDB
 
-    config, searcher, t = world
     solo = writer.turn("room", user="a solitary private quince remark")
     _sync(config)
     writer.fork("late", solo)
@@ -218,6 +216,16 @@ def test_a_copy_whose_write_failed_stays_hidden_and_its_record_goes_once_a_pass_
         mp.setattr(LanceSink, "upsert", upsert_then_fail)
         with pytest.raises(RuntimeError, match="disk full"):
             _sync(config)
+    return solo
+
+
+def test_a_copy_whose_write_failed_stays_hidden_and_its_record_goes_once_a_pass_records_it(world, writer):
+    """The in-flight record of a fork's copy outlives a failed write (the sink may hold the copy), and
+    the next write after the copy is recorded drops it."""
+    from indexer.state.db import COPIES_IN_FLIGHT_KEY, StateDB
+
+    config, searcher, t = world
+    solo = _a_forks_copy_written_but_not_recorded(config, writer)
     state = StateDB(config.state_db_path)
     # late inherits room's whole history: s0, room's compaction and solo, all room's own
     assert state.get_json(COPIES_IN_FLIGHT_KEY, "atlas") == {
@@ -500,23 +508,10 @@ def test_a_pass_of_the_other_persona_alone_still_knows_the_private_sessions_new_
 def test_the_record_of_a_copy_whose_fork_went_away_is_dropped(world, writer):
     """A fork's write failed (its copy noted, never recorded), then the fork was deleted: the next
     write drops the note instead of hiding that turn (and the fork's compactions) for good."""
-    from exporters.lancedb import LanceSink
     from indexer.state.db import COPIES_IN_FLIGHT_KEY, StateDB
 
     config, searcher, t = world
-    solo = writer.turn("room", user="a solitary private quince remark")
-    _sync(config)
-    writer.fork("late", solo)
-    real = LanceSink.upsert
-
-    def upsert_then_fail(self, persona, docs):
-        real(self, persona, docs)
-        raise RuntimeError("disk full")
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(LanceSink, "upsert", upsert_then_fail)
-        with pytest.raises(RuntimeError, match="disk full"):
-            _sync(config)
+    solo = _a_forks_copy_written_but_not_recorded(config, writer)
     state = StateDB(config.state_db_path)
     assert solo in state.get_json(COPIES_IN_FLIGHT_KEY, "atlas")["copies"]
     writer.set_session_status("late", "deleted")
