@@ -314,3 +314,38 @@ def test_the_newest_message_deleted_after_a_backfill_keeps_an_older_checkpoint(w
     assert summary.personas["atlas"].mode == "tail"
     assert not [e for e in logs if e["log_level"] == "warning"]
     assert body(ix, turns[-1], session="s2") == "User: question 11\n\nAssistant: answer 11, corrected"
+
+
+def test_checkpoints_stay_spread_out_so_a_few_deleted_rows_never_force_a_backfill(writer, ix):
+    """After a rebuild (checkpoints up to 4,096 rows back) and many tail passes, the newest ten
+    messages deleted (their rowids handed out again) still leave a checkpoint that holds."""
+    from indexer.sync.late import LATE_MARK_KEY, MAX_CHECKPOINTS
+
+    for i in range(40):
+        writer.turn(f"s{i % 4}", user=f"question {i}", assistant=f"answer {i}")
+    sync_once(ix, force=True)
+    turns = []
+    for i in range(12):
+        turns.append(writer.turn("main", user=f"later question {i}", assistant=f"later answer {i}"))
+        sync_once(ix)
+    checkpoints = ix.state.get_json(LATE_MARK_KEY, "atlas")["checkpoints"]
+    assert len(checkpoints) == MAX_CHECKPOINTS and checkpoints[0][0] < checkpoints[-1][0] - 20
+    writer.execute("DELETE FROM messages WHERE rowid > (SELECT max(rowid) - 10 FROM messages)")
+    late_message(writer, turns[0], "assistant", "a corrected first answer", 1)
+    with capture_logs() as logs:
+        assert sync_once(ix).personas["atlas"].mode == "tail"
+    assert not [e for e in logs if e["log_level"] == "warning"]
+    assert body(ix, turns[0]) == ("User: later question 0\n\nAssistant: later answer 0\n\n"
+                                  "Assistant: a corrected first answer")
+
+
+def test_a_mark_stored_in_the_earlier_layout_is_read_not_thrown_away(writer, ix):
+    from indexer.sync.late import LATE_MARK_KEY
+
+    turn = writer.turn("main", user="which region hosts prod?", assistant=None)
+    sync_once(ix)
+    rowid, mid = writer.conn.execute("SELECT rowid, id FROM messages ORDER BY rowid DESC LIMIT 1").fetchone()
+    ix.state.set_json(LATE_MARK_KEY, {"checkpoints": [[rowid, f"{mid}|1763000000000|27"]]}, "atlas")
+    late_message(writer, turn, "assistant", "prod is in eu-west-3", 1)
+    sync_once(ix)
+    assert body(ix, turn) == "User: which region hosts prod?\n\nAssistant: prod is in eu-west-3"

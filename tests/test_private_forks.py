@@ -519,3 +519,37 @@ def test_the_record_of_a_copy_whose_fork_went_away_is_dropped(world, writer):
     _sync(config)
     assert state.get_json(COPIES_IN_FLIGHT_KEY, "atlas") == {}
     state.close()
+
+
+@pytest.mark.parametrize("fork_persona", ["atlas", "nova"])
+def test_a_private_session_that_moves_and_is_forked_at_once_never_shows_the_new_turn(world, writer, fork_persona):
+    """room (private) says something new, moves to nova in the ledger, and a session forks the new turn,
+    all before one pass: the turn is recorded as room's own (looked up by label in any persona: the
+    registry still says atlas) before the fork's copy is written."""
+    config, searcher, t = world
+    writer.turn("lunch", user="nova's other session about lunch", persona="nova")
+    _sync(config)
+    fresh = writer.turn("room", user="a fresh private kumquat remark")
+    writer.execute("UPDATE sessions SET persona_id = 'nova' WHERE label = 'room'")
+    writer.fork("sub", fresh, persona=fork_persona)
+    writer.turn("sub", user="sub's own turnip words", persona=fork_persona)
+    caller = "other" if fork_persona == "atlas" else "lunch"
+    with searching_after_each_write(searcher, fork_persona, caller, "kumquat", fork="sub") as seen:
+        _sync(config)
+    assert fresh in set().union(*seen.by_fork)  # the copy was written and searchable for its fork
+    assert not any(fresh in s for s in seen.found), seen.found
+    assert not [p for p in seen.exported if fresh in p] and not any(fresh in f for f in exported_all(config))
+
+
+def test_a_copy_never_recorded_stays_hidden_when_its_fork_moves_to_another_persona(world, writer):
+    """The fork's copy sits in atlas's index unrecorded (the write failed after LanceDB took it); the fork
+    then moves to nova: the note is kept — it is all that hides that copy."""
+    config, searcher, t = world
+    solo = _a_forks_copy_written_but_not_recorded(config, writer)
+    writer.execute("UPDATE sessions SET persona_id = 'nova' WHERE label = 'late'")
+    for lunch in ("another lunch", "one more lunch"):  # writes in atlas after the move: notes are pruned
+        writer.turn("other", user=lunch)
+        _sync(config)
+    for caller in ("main", "other", None):
+        assert solo not in {turn for _, turn in found(searcher, caller, query="solitary private quince remark",
+                                                       mode="keyword")}

@@ -631,8 +631,8 @@ class StateDB:
         already-indexed own turn (or a compaction made in a session holding such copies) would be
         searchable until then. Record, in its own commit, which of ``docs`` are such copies:
         ``private_copies`` counts them as held. Entries the files table records are dropped on the
-        next call, and so are those of a session deleted or moved to another persona since (a write
-        that failed, then the fork went); one whose write failed stays (it only hides a private
+        next call, and so are those of a session of ``persona`` deleted since (a write that failed,
+        then the fork was deleted: searches hide it); one whose write failed stays (it only hides a private
         session's own turn) until the copy is recorded. True when the record changed."""
         turn_docs = [d for d in docs if d.turn_id and d.session]
         if not turn_docs:
@@ -659,9 +659,11 @@ class StateDB:
         # a copy the files table holds is counted from there: a rewrite of one adds nothing here
         recorded = self.turn_holders(persona, {t for pairs in entries.values() for t, _ in pairs})
         S = self.SessionReg
+        # a deleted session of this persona is hidden from every search anyway (not one that moved: a
+        # copy the files table never recorded stays in this persona's sinks, and only this note hides it)
         gone = {label for label, owner, status in S.select(S.label, S.persona, S.ledger_status).where(
             S.label.in_(sorted({s for pairs in entries.values() for _, s in pairs}))).tuples()
-            if owner != persona or status == "deleted"}
+            if owner == persona and status == "deleted"}
         after = {}
         for kind, pairs in entries.items():
             grouped: dict[str, list[str]] = {}

@@ -27,6 +27,10 @@ log = structlog.get_logger("indexer.sync")
 #: had read, oldest first (``MAX_CHECKPOINTS``)
 LATE_MARK_KEY = "late_messages_mark_v1"
 MAX_CHECKPOINTS = 8
+#: when only an older checkpoint holds (rows after it were read before), past this many rows a pass
+#: does not revisit their turns in one build: it schedules a backfill (batched and counted) instead.
+#: Reading on from the newest checkpoint has no limit: rows no pass read yet are mostly new turns.
+MAX_REREAD_ROWS = 50_000
 #: rows before the newest a backfill or rebuild also keeps as checkpoints (one deleted row, or a few,
 #: must not lose every checkpoint)
 START_BACK = (0, 16, 256, 4096)
@@ -56,9 +60,22 @@ def _read(ix: Indexer, persona: str) -> LateMark | None:
     if not stored or not isinstance(stored.get("checkpoints"), list):
         return None
     try:
-        return LateMark(tuple((int(c[0]), c[1], c[2]) for c in stored["checkpoints"]))
-    except (IndexError, TypeError, ValueError):  # an older layout: start again from now
+        # an earlier layout held [rowid, id] or [rowid, "id|…"]: the id kept, the row read again once
+        return LateMark(tuple((int(c[0]), c[1], c[2]) if len(c) == 3
+                              else (int(c[0]), c[1].split("|", 1)[0] if isinstance(c[1], str) else c[1], None)
+                              for c in stored["checkpoints"]))
+    except (IndexError, TypeError, ValueError):  # unreadable: start again from now
         return None
+
+
+def _thin(checkpoints: tuple[Checkpoint, ...]) -> tuple[Checkpoint, ...]:
+    """At most MAX_CHECKPOINTS, spread out: the oldest and the newest stay, and of the others the
+    one closest to its neighbours goes first (a few rows deleted must not lose every checkpoint)."""
+    kept = list(checkpoints)
+    while len(kept) > MAX_CHECKPOINTS:
+        i = min(range(1, len(kept) - 1), key=lambda j: kept[j + 1][0] - kept[j - 1][0])
+        del kept[i]
+    return tuple(kept)
 
 
 def start(reader: LedgerReader) -> LateMark:
@@ -78,24 +95,25 @@ def late_turns(ix: Indexer, reader: LedgerReader, persona: str,
         (top,) = reader.messages_checkpoints()
         if stored is None:  # an index from before this check: from now on
             return [], LateMark((top,))
-        since = None
-        for i in range(len(stored.checkpoints) - 1, -1, -1):
+        since, newest = None, len(stored.checkpoints) - 1
+        for i in range(newest, -1, -1):
             rowid, mid, key = stored.checkpoints[i]
             now_id, now_key = reader.message_at(rowid)
             if now_id == mid:  # the rows up to it are the ones read; itself too unless it changed
                 since = rowid if now_key == key else rowid - 1
                 kept = (*stored.checkpoints[:i], (rowid, mid, now_key))  # read again once, not every pass
                 break
-        if since is None:
-            # every row after any point may be new: the next pass walks every session (batched and
-            # counted like any backfill; unchanged documents are skipped by hash)
-            log.warning("ledger.messages_renumbered", persona=persona, checkpoints=len(stored.checkpoints),
+        if since is None or (i < newest and top[0] - since > MAX_REREAD_ROWS):
+            # every row after any point may be new (or too many read before would be read again): the
+            # next pass walks every session (batched and counted like any backfill; unchanged
+            # documents are skipped by hash)
+            why = "messages_renumbered" if since is None else "messages_reread"
+            log.warning(f"ledger.{why}", persona=persona, checkpoints=len(stored.checkpoints),
                         action="the next pass builds every session again")
-            ix.state.set_meta(BACKFILL_DUE_KEY, "messages_renumbered", persona)
+            ix.state.set_meta(BACKFILL_DUE_KEY, why, persona)
             return [], LateMark((top,))
         turns = reader.late_messages(since, top[0])
-    kept = tuple(c for c in kept if c[0] != top[0]) + (top,)
-    mark = LateMark(kept[-MAX_CHECKPOINTS:])
+    mark = LateMark(_thin(tuple(c for c in kept if c[0] != top[0]) + (top,)))
     pairs = ix.state.holders_of_late(persona, turns)
     owners = ix.state.registered_personas({s for s, _ in pairs})
     # only sessions of this persona now (one that moved is the other persona's), not deleted

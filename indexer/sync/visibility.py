@@ -59,12 +59,13 @@ def private_turns(ix: Indexer, persona: str) -> set[str]:
     return set().union(*ix.state.hidden_copies(persona).values()) | ix.state.others_private_turns(persona)
 
 
-def own_turns(reader: LedgerReader, labels: Sequence[str], persona: str | None = None) -> dict[str, set[str]]:
+def own_turns(reader: LedgerReader, labels: Sequence[str]) -> dict[str, set[str]]:
     """Per session, the turns of its history it said itself: started at or after the session was
     created (a fork's inherited history predates it). A time missing on either side counts as the
-    session's own (hidden rather than shown)."""
+    session's own (hidden rather than shown). Looked up by label in any persona: the registry's
+    persona may lag the ledger's (a session that just moved)."""
     with reader.snapshot():
-        rows = reader.sessions(labels=labels, persona=persona)
+        rows = reader.sessions(labels=labels)
         threads = reader.threads(r.thread_id for r in rows)
         ancestries = {}
         for r in rows:
@@ -83,7 +84,7 @@ def remember_private_turns(ix: Indexer, reader: LedgerReader | None, persona: st
     """Record the own turns of ``persona``'s private sessions (needs the ledger; without it the
     sessions' whole indexed history counts until a pass records them)."""
     private = ix.state.private_sessions(persona)
-    own = own_turns(reader, sorted(private), persona) if private and reader is not None else None
+    own = own_turns(reader, sorted(private)) if private and reader is not None else None
     ix.state.remember_private_turns(persona, own)  # also forgets sessions shared again
 
 
