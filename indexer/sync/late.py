@@ -35,7 +35,8 @@ MAX_REREAD_ROWS = 50_000
 #: must not lose every checkpoint)
 START_BACK = (0, 16, 256, 4096)
 #: per persona: why its next pass must walk every session again (a backfill) — set when no checkpoint
-#: holds (the ``messages`` table renumbered: a restore, a dump), cleared by the backfill
+#: holds (the ``messages`` table renumbered: a restore, a dump) or only one more than MAX_REREAD_ROWS
+#: back; cleared by the backfill (or a rebuild)
 BACKFILL_DUE_KEY = "backfill_due_v1"
 
 Checkpoint = tuple[int, "str | None", "str | None"]  # rowid, message id, row key (LedgerReader._ROW_KEY)
