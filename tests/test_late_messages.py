@@ -338,14 +338,3 @@ def test_checkpoints_stay_spread_out_so_a_few_deleted_rows_never_force_a_backfil
     assert body(ix, turns[0]) == ("User: later question 0\n\nAssistant: later answer 0\n\n"
                                   "Assistant: a corrected first answer")
 
-
-def test_a_mark_stored_in_the_earlier_layout_is_read_not_thrown_away(writer, ix):
-    from indexer.sync.late import LATE_MARK_KEY
-
-    turn = writer.turn("main", user="which region hosts prod?", assistant=None)
-    sync_once(ix)
-    rowid, mid = writer.conn.execute("SELECT rowid, id FROM messages ORDER BY rowid DESC LIMIT 1").fetchone()
-    ix.state.set_json(LATE_MARK_KEY, {"checkpoints": [[rowid, f"{mid}|1763000000000|27"]]}, "atlas")
-    late_message(writer, turn, "assistant", "prod is in eu-west-3", 1)
-    sync_once(ix)
-    assert body(ix, turn) == "User: which region hosts prod?\n\nAssistant: prod is in eu-west-3"

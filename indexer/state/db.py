@@ -561,12 +561,14 @@ class StateDB:
         return self._per_state(("others", persona), lambda: self._others_private_turns(persona))
 
     def _others_private_turns(self, persona: str) -> set[str]:
-        out: set[str] = set()
-        for owner, labels in self._private_by_persona(persona, set()).items():
+        return set().union(*(own for _, _, own in self._private_own(self._private_by_persona(persona, set()))))
+
+    def _private_own(self, by_persona: dict[str, set[str]]):
+        """(owner persona, label, own turns) of each private session of ``by_persona``, by label."""
+        for owner, labels in by_persona.items():
             stored = self.get_json(PRIVATE_TURNS_KEY, owner) or {}
-            for label in labels:
-                out.update(self._own_turns(owner, label, stored))
-        return out
+            for label in sorted(labels):
+                yield owner, label, self._own_turns(owner, label, stored)
 
     def _own_turns(self, persona: str, label: str, stored: dict) -> set[str]:
         """A private session's own turns as recorded (``stored``: its persona's record), else every
@@ -683,11 +685,9 @@ class StateDB:
         itself, each with the labels a copy of it in ``persona`` may carry without being a fork's (the
         owner's own; none for another persona's session: every copy here is a subagent's)."""
         out: dict[str, set[str]] = {}
-        for owner, labels in by_persona.items():
-            stored = self.get_json(PRIVATE_TURNS_KEY, owner) or {}
-            for label in labels:
-                for turn in turns.intersection(self._own_turns(owner, label, stored)):
-                    out.setdefault(turn, set()).update({label} if owner == persona else ())
+        for owner, label, own in self._private_own(by_persona):
+            for turn in turns.intersection(own):
+                out.setdefault(turn, set()).update({label} if owner == persona else ())
         return out
 
     def session_turns(self, persona: str, sessions: Iterable[str]) -> dict[str, set[str]]:
@@ -728,26 +728,23 @@ class StateDB:
         out: dict[str, set[str]] = {}
         by_persona = self._private_by_persona(persona, private)
         flight = (self.get_json(COPIES_IN_FLIGHT_KEY, persona) or {}) if by_persona else {}
-        for owner, labels in by_persona.items():
-            stored = self.get_json(PRIVATE_TURNS_KEY, owner) or {}
-            for label in sorted(labels):
-                own = self._own_turns(owner, label, stored)
-                holders = self.turn_holders(persona, own)
-                for turn in own.intersection(flight.get("copies", ())):  # being written: held already
-                    holders.setdefault(turn, set()).update(flight["copies"][turn])
-                if owner == persona:
-                    # held by another session (a fork's copy), or recorded nowhere yet: a pass writes the
-                    # sinks before it records the files, so a copy being written is already searchable
-                    hidden = {t for t in own if holders.get(t, {label}) - {label} or t not in holders}
-                else:  # another persona's session: every copy here is a fork's (a subagent's), and one
-                    # of a turn its own persona has not recorded yet may be being written right now
-                    recorded = self.turn_holders(owner, own)
-                    hidden = set(holders) | {t for t in own if t not in recorded}
-                forks = set().union(*(holders.get(t, set()) for t in hidden)) - {label}
-                if hidden:
-                    out[label] = hidden | self._fork_compactions(persona, forks, label, flight.get("compactions", {}))
-                elif owner == persona:
-                    out[label] = set()
+        for owner, label, own in self._private_own(by_persona):
+            holders = self.turn_holders(persona, own)
+            for turn in own.intersection(flight.get("copies", ())):  # being written: held already
+                holders.setdefault(turn, set()).update(flight["copies"][turn])
+            if owner == persona:
+                # held by another session (a fork's copy), or recorded nowhere yet: a pass writes the
+                # sinks before it records the files, so a copy being written is already searchable
+                hidden = {t for t in own if holders.get(t, {label}) - {label} or t not in holders}
+            else:  # another persona's session: every copy here is a fork's (a subagent's), and one
+                # of a turn its own persona has not recorded yet may be being written right now
+                recorded = self.turn_holders(owner, own)
+                hidden = set(holders) | {t for t in own if t not in recorded}
+            forks = set().union(*(holders.get(t, set()) for t in hidden)) - {label}
+            if hidden:
+                out[label] = hidden | self._fork_compactions(persona, forks, label, flight.get("compactions", {}))
+            elif owner == persona:
+                out[label] = set()
         return out
 
     def _private_by_persona(self, persona: str, private: set[str]) -> dict[str, set[str]]:

@@ -61,11 +61,8 @@ def _read(ix: Indexer, persona: str) -> LateMark | None:
     if not stored or not isinstance(stored.get("checkpoints"), list):
         return None
     try:
-        # an earlier layout held [rowid, id] or [rowid, "id|…"]: the id kept, the row read again once
-        return LateMark(tuple((int(c[0]), c[1], c[2]) if len(c) == 3
-                              else (int(c[0]), c[1].split("|", 1)[0] if isinstance(c[1], str) else c[1], None)
-                              for c in stored["checkpoints"]))
-    except (IndexError, TypeError, ValueError):  # unreadable: start again from now
+        return LateMark(tuple((int(rowid), mid, key) for rowid, mid, key in stored["checkpoints"]))
+    except (TypeError, ValueError):  # unreadable: start again from now
         return None
 
 
