@@ -49,6 +49,14 @@ def _lenient_int(value) -> int:
     return _integer(value) or 0
 
 
+def row_digest(key) -> str | None:
+    """The digest kept of a ``messages`` row's key (``LedgerReader._ROW_KEY``): the key holds the
+    message's first and last bytes, which the state DB must never store."""
+    if key is None:
+        return None
+    return hashlib.sha256(_text_of(key).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
 def _text_of(value):
     """A text column's value; a BLOB stored in it is decoded as the connection decodes text
     (invalid UTF-8 replaced), so a label or id is always a ``str``."""
@@ -129,8 +137,9 @@ class LedgerReader:
         query = query.where((h.id > cursor) & (h.id <= upto)).order_by(h.id).limit(limit)
         return [HistoryRow(int(i), _text_of(lbl), _text_of(tid), _lenient_int(ts)) for i, lbl, tid, ts in query.tuples()]
 
-    #: a digest of a ``messages`` row beyond its id: a row deleted and written anew at the same rowid
-    #: under the same id, or edited in place, differs in its time, length or ends
+    #: what tells a ``messages`` row apart beyond its id: a row deleted and written anew at the same rowid
+    #: under the same id, or edited in place, differs in its time, length or ends. It holds bytes of the
+    #: message itself (any role, unredacted): only its digest (:func:`row_digest`) leaves the reader.
     _ROW_KEY = ("ifnull(created_at, '') || '|' || ifnull(length(CAST(content AS BLOB)), -1) || '|' || "
                 "ifnull(hex(substr(CAST(content AS BLOB), 1, 64)), '') || '|' || "
                 "ifnull(hex(substr(CAST(content AS BLOB), -64)), '')")
@@ -143,13 +152,13 @@ class LedgerReader:
             row = self.db.execute_sql(f"SELECT rowid, id, {self._ROW_KEY} FROM messages ORDER BY rowid DESC "
                                       "LIMIT 1 OFFSET ?", (offset,)).fetchone()
             if row is not None:
-                out.append((int(row[0]), _text_of(row[1]), _text_of(row[2])))
+                out.append((int(row[0]), _text_of(row[1]), row_digest(row[2])))
         return list(dict.fromkeys(out)) or [(0, None, None)]
 
     def message_at(self, rowid: int) -> tuple[str | None, str | None]:
         """(id, key) of the ``messages`` row at ``rowid`` ((None, None): none there)."""
         row = self.db.execute_sql(f"SELECT id, {self._ROW_KEY} FROM messages WHERE rowid = ?", (rowid,)).fetchone()
-        return (_text_of(row[0]), _text_of(row[1])) if row else (None, None)
+        return (_text_of(row[0]), row_digest(row[1])) if row else (None, None)
 
     def late_messages(self, after: int, upto: int) -> set[str]:
         """The turns of the user/assistant messages at rowids ``after < rowid <= upto``: a rowid range

@@ -73,7 +73,7 @@ def test_a_pass_reads_only_the_messages_after_its_mark_and_none_while_the_ledger
                                                                                                 monkeypatch):
     from indexer.sync import quiet
     from indexer.sync.late import LATE_MARK_KEY
-    from ledger.reader import LedgerReader
+    from ledger.reader import LedgerReader, row_digest
 
     monkeypatch.setattr(quiet, "SETTLE_S", 0.0)  # trust the ledger files' stamp at once
     writer.turn("main", user="a question", assistant="an answer")
@@ -90,7 +90,7 @@ def test_a_pass_reads_only_the_messages_after_its_mark_and_none_while_the_ledger
     def newest():
         rowid, mid, key = writer.conn.execute(
             f"SELECT rowid, id, {LedgerReader._ROW_KEY} FROM messages ORDER BY rowid DESC LIMIT 1").fetchone()
-        return [rowid, mid, key]
+        return [rowid, mid, row_digest(key)]
 
     assert ix.state.get_json(LATE_MARK_KEY, "atlas")["checkpoints"][-1] == newest()
     sync_once(ix)  # the ledger files unchanged
@@ -338,3 +338,49 @@ def test_checkpoints_stay_spread_out_so_a_few_deleted_rows_never_force_a_backfil
     assert body(ix, turns[0]) == ("User: later question 0\n\nAssistant: later answer 0\n\n"
                                   "Assistant: a corrected first answer")
 
+
+
+def test_the_state_db_keeps_no_bytes_of_any_message_only_digests(writer, ix):
+    """The mark tells a row apart by its time, length and first and last bytes: a tool result's
+    token, never redacted (tool rows are never indexed), must not reach the state DB through it."""
+    import sqlite3
+
+    from indexer.sync.late import LATE_MARK_KEY
+    from ledger.writer import ToolUse
+
+    token = "xoxb-1234567890-abcdefghijklmnopQRSTUV"
+    writer.turn("main", user="read the env file",  # the tool result is the newest row: a checkpoint
+                tools=[ToolUse("read_file", {"path": ".env"}, result=f"SLACK_BOT_TOKEN={token}")])
+    sync_once(ix, force=True)  # a rebuild: checkpoints of every row up to 4,096 back
+    sync_once(ix)
+    state_bytes = b"".join(p.read_bytes() for p in ix.state.path.parent.glob(ix.state.path.name + "*"))
+    for form in (token.encode(), token.encode().hex().encode(), token.encode().hex().upper().encode()):
+        assert form not in state_bytes
+    checkpoints = ix.state.get_json(LATE_MARK_KEY, "atlas")["checkpoints"]
+    assert checkpoints and all(isinstance(key, str) and len(key) == 32 and int(key, 16) >= 0
+                               for _, _, key in checkpoints)
+    conn = sqlite3.connect(ix.state.path)
+    assert not any(token in (value or "") or token.encode().hex().upper() in (value or "")
+                   for (value,) in conn.execute("SELECT value FROM meta"))
+    conn.close()
+
+
+def test_a_mark_of_the_first_version_holding_row_keys_is_converted_to_digests_and_still_holds(writer, ix):
+    """Indexes made before the digest stored the raw row key: read, it is hashed to the digest the
+    reader now gives (so the checkpoint still holds: no backfill) and written back at once."""
+    from indexer.sync.late import BACKFILL_DUE_KEY, LATE_MARK_KEY
+    from ledger.reader import LedgerReader
+
+    writer.turn("main", user="which region hosts prod?", assistant="eu-west-3")
+    sync_once(ix)
+    rows = writer.conn.execute(
+        f"SELECT rowid, id, {LedgerReader._ROW_KEY} FROM messages ORDER BY rowid").fetchall()
+    raw = [[rowid, mid, key] for rowid, mid, key in rows]
+    with ix.state.atomic():
+        ix.state.set_json(LATE_MARK_KEY, {"checkpoints": raw}, "atlas")
+    turn = writer.turn("main", user="and staging?", assistant="us-east-2")
+    sync_once(ix)
+    assert body(ix, turn) == "User: and staging?\n\nAssistant: us-east-2"
+    assert ix.state.get_json(BACKFILL_DUE_KEY, "atlas") is None
+    stored = ix.state.get_json(LATE_MARK_KEY, "atlas")["checkpoints"]
+    assert all("|" not in key for _, _, key in stored)

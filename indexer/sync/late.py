@@ -19,11 +19,11 @@ from dataclasses import dataclass
 import structlog
 
 from indexer.sync.context import Indexer
-from ledger.reader import LedgerReader
+from ledger.reader import LedgerReader, row_digest
 
 log = structlog.get_logger("indexer.sync")
 
-#: per persona: ``{"checkpoints": [[rowid, message id, row key], ...]}``, ``messages`` rows its passes
+#: per persona: ``{"checkpoints": [[rowid, message id, row key digest], ...]}``, ``messages`` rows its passes
 #: had read, oldest first (``MAX_CHECKPOINTS``)
 LATE_MARK_KEY = "late_messages_mark_v1"
 MAX_CHECKPOINTS = 8
@@ -39,7 +39,7 @@ START_BACK = (0, 16, 256, 4096)
 #: back; cleared by the backfill (or a rebuild)
 BACKFILL_DUE_KEY = "backfill_due_v1"
 
-Checkpoint = tuple[int, "str | None", "str | None"]  # rowid, message id, row key (LedgerReader._ROW_KEY)
+Checkpoint = tuple[int, "str | None", "str | None"]  # rowid, message id, digest of the row key (row_digest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,9 +61,19 @@ def _read(ix: Indexer, persona: str) -> LateMark | None:
     if not stored or not isinstance(stored.get("checkpoints"), list):
         return None
     try:
-        return LateMark(tuple((int(rowid), mid, key) for rowid, mid, key in stored["checkpoints"]))
+        mark = LateMark(tuple((int(rowid), mid, _digest_of(key)) for rowid, mid, key in stored["checkpoints"]))
     except (TypeError, ValueError):  # unreadable: start again from now
         return None
+    if mark.as_json() != stored:  # a mark of the first version held row keys, message bytes: never kept
+        with ix.state.atomic():
+            ix.state.set_json(LATE_MARK_KEY, mark.as_json(), persona)
+    return mark
+
+
+def _digest_of(key: str | None) -> str | None:
+    """A stored row key as kept now: the first version of the mark stored the raw key (``|`` joins
+    its parts; a digest is hex), which the reader's digest of the same row equals once hashed."""
+    return row_digest(key) if isinstance(key, str) and "|" in key else key
 
 
 def _thin(checkpoints: tuple[Checkpoint, ...]) -> tuple[Checkpoint, ...]:
