@@ -282,7 +282,7 @@ def test_folders_qmd_never_indexes_are_logged(tmp_path):
 # --------------------------------------------------------- delete and paths
 
 
-def test_delete_removes_files_and_prunes_empty_folders(tmp_path):
+def test_delete_removes_files_and_prunes_empty_folders_but_the_personas(tmp_path):
     root = tmp_path / "qmd"
     exp = QmdExporter(root)
     a1, a2, b1 = make_doc("a", "t1", "x"), make_doc("a", "t2", "x"), make_doc("b", "t1", "x")
@@ -294,7 +294,8 @@ def test_delete_removes_files_and_prunes_empty_folders(tmp_path):
     assert (root / PERSONA / "sessions" / "b" / "turns").is_dir()
     exp.delete(PERSONA, [b1.path, b1.path])
     assert exp.paths(PERSONA) == set()
-    assert not (root / PERSONA).exists()
+    assert sorted(p.name for p in (root / PERSONA).iterdir()) == []  # an empty set, still held
+    assert exp.missing(PERSONA) is None
     assert root.is_dir()  # the export folder itself is never removed
 
 
@@ -373,9 +374,10 @@ def test_rebuild_into_new_persona_and_empty_commit(tmp_path):
     rb.commit()
     assert exp.paths(PERSONA) == {doc.path}
 
-    exp.rebuild(PERSONA).commit()  # an empty rebuild empties the persona
+    exp.rebuild(PERSONA).commit()  # an empty rebuild empties the persona; its folder stays
     assert exp.paths(PERSONA) == set()
-    assert not (root / PERSONA).exists()
+    assert sorted(p.name for p in (root / PERSONA).iterdir()) == []
+    assert exp.missing(PERSONA) is None
     assert root.is_dir()
 
 

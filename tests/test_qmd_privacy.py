@@ -128,3 +128,30 @@ def test_visibility_is_refused_with_a_clear_message_while_a_sync_runs_and_applie
     finally:
         held.release()
     assert apply_visibility(config, "diary", "private").removed == 1
+
+
+def test_a_persona_whose_every_session_is_private_is_not_rebuilt_on_every_pass(tmp_path: Path):
+    """With LanceDB and QMD, a persona whose sessions are all private holds nothing in QMD. Its empty
+    export folder is its (empty) set: were it pruned, every pass would find QMD's set 'lost' and rebuild
+    the persona — re-embedding it and swapping LanceDB tables each time."""
+    ledger = tmp_path / "agents.db"
+    with LedgerWriter(ledger, seed=5) as w:
+        w.turn("diary", user="my private axolotl notes", assistant="the axolotl notes stay here")
+    config = make_config(tmp_path, ledger, sinks=("lancedb", "qmd"))
+    _sync(config)
+    apply_visibility(config, "diary", "private")
+    ix = open_indexer(config)
+    try:
+        (lance,) = [sink for sink in ix.sinks if sink.name == "lancedb"]
+        modes = [sync_once(ix, force=i == 0).personas["atlas"].mode for i in range(4)]
+        generation = lance._active["personas"]["atlas"]["generation"]
+        assert modes == ["rebuild", "tail", "tail", "tail"]
+        with LedgerWriter(ledger, seed=6) as w:  # a new private turn: written to LanceDB only
+            w.turn("diary", user="another axolotl entry", assistant="noted")
+        assert [sync_once(ix).personas["atlas"].mode for _ in range(2)] == ["tail", "tail"]
+        assert lance._active["personas"]["atlas"]["generation"] == generation
+        assert len(ix.state.paths("atlas", session="diary")) == 2  # indexed for scoped search
+    finally:
+        ix.close()
+    assert _files(config, "/diary/") == set()
+    assert (config.qmd_export_dir / "atlas").is_dir()

@@ -138,6 +138,10 @@ class QmdExporter:
 
     def upsert(self, persona: str, docs: Sequence[Document]) -> None:
         base = self.persona_dir(persona)
+        try:  # the persona's folder is its stored set, kept even when empty (``missing``)
+            base.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise _sink_error("create", base, exc) from exc
         if self._write_docs(persona, base, docs):
             self._dirty = True
 
@@ -179,7 +183,7 @@ class QmdExporter:
                 continue
             except OSError as exc:
                 raise _sink_error("delete", target, exc) from exc
-            _prune_empty_dirs(target.parent, stop=self.export_dir)
+            _prune_empty_dirs(target.parent, stop=base)  # the persona's folder stays, even empty
         if removed:
             self._dirty = True
 
@@ -210,6 +214,8 @@ class QmdExporter:
             base = self.persona_dir(persona)
         except SinkError as exc:
             return str(exc)
+        # an empty folder is an empty set (every session private, say), not a lost one: it is never
+        # pruned, so a rebuild of such a persona does not find it gone again on the next pass
         return None if base.is_dir() else f"qmd: the export folder {base} is gone"
 
     def maintain(self, *, force: bool = False) -> dict[str, Any]:

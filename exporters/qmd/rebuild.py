@@ -12,7 +12,6 @@ from exporters.qmd.files import (
     _STAGING_PREFIX,
     _exchange,
     _fsync_dir,
-    _prune_empty_dirs,
     _rmtree,
     _sink_error,
 )
@@ -98,8 +97,7 @@ class QmdRebuild(RebuildScope):
             raise _sink_error("swap in the rebuilt folder", self._live, exc) from exc
         self._state = "committed"
         exp._dirty = True
-        _rmtree(self._staging)  # now holds the old set (if any)
-        _prune_empty_dirs(self._live, stop=exp.export_dir)  # only if the new set is empty
+        _rmtree(self._staging)  # now holds the old set (if any); the live folder stays, even empty
 
     def abort(self) -> None:
         if self._state not in ("open", "failed"):

@@ -40,7 +40,9 @@ class Target:
             if self.rebuild is not None:
                 self.withheld.extend(withheld)
                 self.staged_sessions.update(d.session for d in docs if d.session)
-            if not docs:
+            if not docs:  # every one hidden: a live sink still holds the persona's (empty) set
+                if self.rebuild is None:
+                    self.sink.upsert(self.persona, [])
                 return
         if self.rebuild is not None:
             self.rebuild.upsert(docs)
