@@ -118,3 +118,53 @@ def test_a_bad_field_repaired_in_place_is_indexed_by_a_later_pass(broken, repair
         assert ix.state.paths("atlas") == expected_paths(ledger_path, "atlas")
     finally:
         ix.close()
+
+
+@pytest.mark.parametrize("whole_build", ["rebuild", "backfill"])
+@pytest.mark.parametrize("broken", ["UPDATE threads SET ancestry = '[broken' WHERE turn_id = :head",
+                                    "DELETE FROM threads WHERE turn_id = :head"])
+def test_a_whole_build_keeps_the_indexed_turns_of_a_session_whose_new_head_cannot_be_read(
+        whole_build, broken, writer, ledger_path, config_factory):
+    """A backfill or a forced rebuild builds every session from its head. One whose new head row is
+    broken cannot be walked: its turns indexed before are built from their own rows and kept (they
+    were deleted as stale), the head is a bad row, and once mended the head is indexed too."""
+    from indexer.sync import late
+
+    older = [writer.turn("flaky", user=f"flaky question {i}", assistant=f"flaky answer {i}") for i in range(3)]
+    writer.turn("calm", user="a calm turn", assistant="ok")
+    ix = _indexer(config_factory(sinks=("lancedb", "qmd")))
+    try:
+        sync_once(ix)
+        before = {p for p in ix.state.paths("atlas") if "/flaky/" in p}
+        assert {p.rsplit("/", 1)[-1][:-3] for p in before} == set(older)
+        head = writer.turn("flaky", user="the new question", assistant="the new answer")
+        original = sqlite3.connect(ledger_path).execute(
+            "SELECT ancestry FROM threads WHERE turn_id = ?", (head,)).fetchone()[0]
+        con = sqlite3.connect(ledger_path)
+        con.execute(broken, {"head": head})
+        con.commit()
+        con.close()
+        if whole_build == "rebuild":
+            summary = sync_once(ix, force=True).personas["atlas"]
+        else:  # what a renumbered `messages` table schedules
+            ix.state.set_meta(late.BACKFILL_DUE_KEY, "messages_renumbered", "atlas")
+            summary = sync_once(ix).personas["atlas"]
+        assert summary.mode == whole_build
+        for sink in ix.sinks:
+            assert {p for p in sink.paths("atlas") if "/flaky/" in p} == before, sink.name
+        assert {p for p in ix.state.paths("atlas") if "/flaky/" in p} == before
+        assert [(b["session"], b["turn_id"]) for b in ix.state.bad_list("atlas")] == [("flaky", head)]
+        con = sqlite3.connect(ledger_path)  # mended in place
+        if broken.startswith("DELETE"):
+            con.execute("INSERT INTO threads(turn_id, ancestry, depth, persona_id, thread_key) VALUES(?,?,?,?,?)",
+                        (head, original, 4, "atlas", head))
+        else:
+            con.execute("UPDATE threads SET ancestry = ? WHERE turn_id = ?", (original, head))
+        con.commit()
+        con.close()
+        ix.quiet.forget()
+        sync_once(ix)
+        assert {p.rsplit("/", 1)[-1][:-3] for p in ix.state.paths("atlas") if "/flaky/" in p} == {*older, head}
+        assert ix.state.bad_list("atlas") == []
+    finally:
+        ix.close()

@@ -10,14 +10,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
+import structlog
+
 from indexer.core.documents import Skip, SkipReason, compaction_document, turn_document
 from indexer.core.types import Document
 from indexer.sync.context import Indexer
 from indexer.sync.recurring import StagedMemory
 from indexer.sync.secret_spread import SecretSpread
-from indexer.sync.turn_rows import DONE_STATUSES, TurnRows, parse_ancestry, session_histories
+from indexer.sync.turn_rows import DONE_STATUSES, TurnRows, parse_ancestry, session_histories, turn_positions
 from ledger.reader import LedgerReader
 from ledger.rows import SessionRow
+
+log = structlog.get_logger("indexer.sync")
 
 __all__ = ["Built", "build_sessions"]
 
@@ -81,16 +85,19 @@ def build_sessions(
     by_label = {s.label: s for s in sessions}
     threads = reader.threads(s.thread_id for s in sessions)
     wanted: dict[str, list[str]] = {}
+    unreadable: list[str] = []
     for s in sessions:
         thread = threads.get(s.thread_id)
         if thread is None:
             out.skips.append(Skip(SkipReason.MISSING_THREAD, s.label, s.thread_id,
                                   f"session head {s.thread_id} has no threads row"))
+            unreadable.append(s.label)
             continue
         ancestry = parse_ancestry(thread.ancestry_json, s.thread_id)
         if ancestry is None:
             out.skips.append(Skip(SkipReason.BAD_ANCESTRY, s.label, s.thread_id,
                                   "threads.ancestry is not a JSON array of turn ids"))
+            unreadable.append(s.label)
             continue
         out.ancestry[s.label] = ancestry
         if only_new:
@@ -103,6 +110,16 @@ def build_sessions(
     # A turn to revisit (pending, or given a late message) that left its session's history (rewound,
     # the session deleted or moved to another persona) is not built; done with it (``Built.left``).
     extra_pairs = list(dict.fromkeys(extra_turns))
+    if not only_new:
+        # A whole build (backfill, rebuild) keeps the documents it cannot place: the turns indexed
+        # before for a session whose head cannot be read are built again from their own rows (the
+        # head itself is a bad row, retried when it changes). Left out, they were deleted as stale.
+        for label in unreadable:
+            kept = sorted(ix.state.indexed_turns(persona, label))
+            extra_pairs.extend((label, t) for t in kept if (label, t) not in extra_pairs)
+            if kept:
+                log.warning("session.head_unreadable", persona=persona, session=label, turns_kept=len(kept),
+                            action="its indexed turns are built from their own rows until the head is mended")
     current = session_histories(reader, persona, sorted({l for l, _ in extra_pairs if l not in out.ancestry}))
     extra: set[tuple[str, str]] = set()
     for label, turn in extra_pairs:
@@ -139,6 +156,9 @@ def build_sessions(
         positions.update(spread.positions)
 
     positions.update({label: {t: i for i, t in enumerate(dict.fromkeys(anc))} for label, anc in histories.items()})
+    for label in unreadable:  # their places from the turns' own thread rows
+        placed = positions.setdefault(label, {})
+        placed.update({t: i for t, i in turn_positions(reader, [t for t in wanted.get(label, ()) if t not in placed]).items()})
     for label, ids in wanted.items():
         session = by_label.get(label)
         redact = secrets.redact(persona, label) if secrets is not None else ix.redact
