@@ -257,6 +257,20 @@ class LedgerReader:
                 out[turn_id] = ThreadRow(turn_id, ancestry, persona)
         return out
 
+    def parent_chain(self, turn_id: str, *, limit: int = 100_000) -> list[str] | None:
+        """The history ending at ``turn_id`` read from ``turns.parent_turn_id`` (root first), for a
+        thread row whose ancestry is NULL (the column allows it). None when the chain is broken: a
+        parent that is not in ``turns``, a cycle, or longer than ``limit``. One recursive query."""
+        rows = self.db.execute_sql(
+            "WITH RECURSIVE chain(id, parent, n) AS ("
+            " SELECT id, parent_turn_id, 0 FROM turns WHERE id = ?"
+            " UNION ALL SELECT t.id, t.parent_turn_id, c.n + 1 FROM turns t JOIN chain c ON t.id = c.parent"
+            " WHERE c.n < ?) SELECT id, parent FROM chain ORDER BY n", (turn_id, limit)).fetchall()
+        ids = [_text_of(i) for i, _ in rows]
+        if not rows or rows[-1][1] is not None or len(set(ids)) != len(ids):
+            return None  # missing, a parent not there, past the limit, or a cycle
+        return ids[::-1]
+
     def turns(self, turn_ids: Iterable[str]) -> dict[str, TurnRow]:
         out: dict[str, TurnRow] = {}
         t = self.m.Turn

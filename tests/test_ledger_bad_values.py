@@ -168,3 +168,57 @@ def test_a_whole_build_keeps_the_indexed_turns_of_a_session_whose_new_head_canno
         assert ix.state.bad_list("atlas") == []
     finally:
         ix.close()
+
+
+def test_a_head_whose_ancestry_is_null_is_read_from_its_turns_parents(writer, ledger_path, config_factory):
+    """``threads.ancestry`` may be NULL (a runtime that fills it in a second write). Read as a
+    one-turn history it looked rewound to its head: the tail deleted every earlier document of the
+    session, and filling the ancestry in later brought none back. The parents give the history."""
+    older = [writer.turn("main", user=f"decision {i}: use postgres", assistant=f"ok {i}") for i in range(3)]
+    ix = _indexer(config_factory(sinks=("lancedb", "qmd")))
+    try:
+        sync_once(ix)
+        head = writer.turn("main", user="the new question", assistant="the new answer")
+        writer.execute("UPDATE threads SET ancestry = NULL WHERE turn_id = ?", (head,))
+        summary = sync_once(ix).personas["atlas"]
+        assert summary.documents_deleted == 0
+        want = {*older, head}
+        for sink in ix.sinks:
+            assert {p.rsplit("/", 1)[-1][:-3] for p in sink.paths("atlas")} == want, sink.name
+        assert ix.state.bad_list("atlas") == []
+    finally:
+        ix.close()
+
+
+def test_a_null_ancestry_whose_parents_lead_nowhere_is_a_bad_row_and_the_session_keeps_its_documents(
+        writer, ledger_path, config_factory):
+    older = [writer.turn("main", user=f"decision {i}: use postgres", assistant=f"ok {i}") for i in range(2)]
+    ix = _indexer(config_factory(sinks=("lancedb",)))
+    try:
+        sync_once(ix)
+        head = writer.turn("main", user="the new question", assistant="the new answer")
+        writer.execute("UPDATE threads SET ancestry = NULL WHERE turn_id = ?", (head,))
+        writer.execute("UPDATE turns SET parent_turn_id = 'no-such-turn' WHERE id = ?", (older[0],))
+        summary = sync_once(ix).personas["atlas"]
+        assert summary.documents_deleted == 0
+        assert {p.rsplit("/", 1)[-1][:-3] for p in ix.state.paths("atlas")} == set(older)
+        bad = ix.state.bad_list("atlas")
+        assert [(b["session"], b["turn_id"], b["reason"]) for b in bad] == [("main", head, "bad_ancestry")]
+        assert bad[0]["detail"] == "threads.ancestry is NULL and the turns' parents do not lead to a root"
+    finally:
+        ix.close()
+
+
+def test_parent_chain_reads_root_first_and_refuses_cycles(writer, ledger_path):
+    from ledger.reader import LedgerReader
+
+    ids = [writer.turn("main", user=f"q{i}", assistant=f"a{i}") for i in range(3)]
+    reader = LedgerReader.open(ledger_path)
+    try:
+        assert reader.parent_chain(ids[2]) == ids
+        assert reader.parent_chain(ids[0]) == ids[:1]
+        assert reader.parent_chain("no-such-turn") is None
+        writer.execute("UPDATE turns SET parent_turn_id = ? WHERE id = ?", (ids[2], ids[0]))  # a cycle
+        assert reader.parent_chain(ids[2]) is None
+    finally:
+        reader.close()

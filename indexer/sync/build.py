@@ -17,7 +17,7 @@ from indexer.core.types import Document
 from indexer.sync.context import Indexer
 from indexer.sync.recurring import StagedMemory
 from indexer.sync.secret_spread import SecretSpread
-from indexer.sync.turn_rows import DONE_STATUSES, TurnRows, parse_ancestry, session_histories, turn_positions
+from indexer.sync.turn_rows import DONE_STATUSES, TurnRows, head_history, session_histories, turn_positions
 from ledger.reader import LedgerReader
 from ledger.rows import SessionRow
 
@@ -93,10 +93,11 @@ def build_sessions(
                                   f"session head {s.thread_id} has no threads row"))
             unreadable.append(s.label)
             continue
-        ancestry = parse_ancestry(thread.ancestry_json, s.thread_id)
+        ancestry = head_history(reader, thread, s.thread_id)
         if ancestry is None:
             out.skips.append(Skip(SkipReason.BAD_ANCESTRY, s.label, s.thread_id,
-                                  "threads.ancestry is not a JSON array of turn ids"))
+                                  "threads.ancestry is not a JSON array of turn ids" if thread.ancestry_json is not None
+                                  else "threads.ancestry is NULL and the turns' parents do not lead to a root"))
             unreadable.append(s.label)
             continue
         out.ancestry[s.label] = ancestry

@@ -12,9 +12,18 @@ from collections.abc import Iterable, Sequence
 from indexer.core.documents import compaction_text, turn_text
 from indexer.sync.recurring import WAIT
 from ledger.reader import LedgerReader
-from ledger.rows import CompactionRow, MessageRow, TurnRow
+from ledger.rows import CompactionRow, MessageRow, ThreadRow, TurnRow
 
 DONE_STATUSES = ("completed", "failed")
+
+
+def head_history(reader: LedgerReader, thread: ThreadRow, head: str) -> list[str] | None:
+    """A session's history from its head's thread row (None: unreadable, a bad row). A NULL
+    ancestry (the column allows it) is read from the turns' parents: as one turn it would read as a
+    history rewound to its head, and every earlier document of the session would be deleted."""
+    if thread.ancestry_json is None:
+        return reader.parent_chain(head)
+    return parse_ancestry(thread.ancestry_json, head)
 
 
 def parse_ancestry(raw: str | None, head: str) -> list[str] | None:
@@ -90,7 +99,7 @@ def session_histories(reader: LedgerReader, persona: str, labels: Sequence[str])
             out[label] = "gone"
             continue
         thread = threads.get(session.thread_id)
-        history = parse_ancestry(thread.ancestry_json, session.thread_id) if thread is not None else None
+        history = head_history(reader, thread, session.thread_id) if thread is not None else None
         out[label] = history if history is not None else "unreadable"
     return out
 

@@ -28,7 +28,7 @@ from exporters.base import Exporter, Rebuild
 from indexer.core.safe_names import safe_segment
 from indexer.core.types import Document
 from indexer.sync.build import build_sessions
-from indexer.sync.turn_rows import parse_ancestry
+from indexer.sync.turn_rows import head_history
 from indexer.sync.context import Indexer
 from ledger.connection import LedgerUnavailable
 from ledger.reader import LedgerReader
@@ -70,7 +70,7 @@ def own_turns(reader: LedgerReader, labels: Sequence[str]) -> dict[str, set[str]
         ancestries = {}
         for r in rows:
             thread = threads.get(r.thread_id)
-            ancestries[r.label] = parse_ancestry(thread.ancestry_json, r.thread_id) or [] if thread else []
+            ancestries[r.label] = head_history(reader, thread, r.thread_id) or [] if thread else []
         turns = reader.turns(t for ids in ancestries.values() for t in ids)
     created = {r.label: r.created_at for r in rows}
     out: dict[str, set[str]] = {}
