@@ -152,3 +152,100 @@ def test_a_session_that_left_the_ledger_is_looked_up_once_not_on_every_pass(writ
         writer.turn("stays", user=f"more {i}", assistant="ok")
         sync_once(ix)
     assert not any("gone" in labels for labels in asked)
+
+
+class _FailingOnce:
+    """The QMD sink whose next upsert of documents raises, as a full disk would."""
+
+    def __init__(self, sink):
+        self.sink, self.armed, self.failed = sink, False, 0
+
+    def __call__(self, persona, docs):
+        if self.armed and docs:
+            self.armed, self.failed = False, self.failed + 1
+            from exporters.base import SinkError
+            raise SinkError("qmd: disk full (simulated)")
+        return self.real(persona, docs)
+
+
+@pytest.mark.parametrize("change", ["revived", "moved"])
+def test_a_session_to_build_with_no_history_row_is_built_by_a_later_pass_when_its_write_failed(
+        writer, indexer, ledger_path, change, monkeypatch):
+    """The registry records the session as live (or as this persona's) before it is built: when the
+    write fails, the next pass must still know to build it — no history row will say so."""
+    from exporters.base import SinkError
+
+    writer.turn("main", user="the staging database rotates monthly", assistant="noted")
+    writer.turn("main", user="ship on friday?", assistant="yes, friday")
+    writer.turn("other", persona="zeta", user="zeta's own session", assistant="ok")
+    ix = indexer(ledger={"personas": ["atlas", "zeta"]})
+    sync_once(ix)
+    if change == "revived":
+        writer.set_session_status("main", "deleted")
+        sync_once(ix)
+        writer.set_session_status("main", "active")
+        persona = "atlas"
+    else:
+        writer.execute("UPDATE sessions SET persona_id = 'zeta' WHERE label = 'main'")
+        persona = "zeta"
+    sink = ix.sinks[0]
+    failing = _FailingOnce(sink)
+    failing.real, failing.armed = sink.upsert, True
+    monkeypatch.setattr(sink, "upsert", failing)
+    with pytest.raises(SinkError):
+        sync_once(ix)
+    assert failing.failed == 1  # the build of the session was under way
+    assert ix.state.session("main").ledger_status == "active"  # the registry had taken the change
+    assert ix.state.sessions_to_build(persona) == {"main"}
+    sync_once(ix)
+    assert sink.paths(persona) == expected_paths(ledger_path, persona) != set()
+    assert {p for p in sink.paths(persona) if p.startswith("sessions/main/")}
+    assert ix.state.sessions_to_build(persona) == set()
+
+
+def test_a_session_moved_from_a_persona_this_index_does_not_sync_is_built(writer, indexer, ledger_path):
+    """Its history rows were passed over (another persona's); the registry never held it."""
+    writer.turn("main", user="the vault path is /srv/vault", assistant="noted")
+    writer.turn("main", user="and the backup host?", assistant="backup-7")
+    writer.turn("own", persona="nova", user="nova's own session", assistant="ok")
+    ix = indexer(ledger={"personas": ["nova"]})
+    sync_once(ix)
+    writer.turn("own", persona="nova", user="a later nova turn", assistant="ok")  # the cursor moves past
+    sync_once(ix)
+    writer.execute("UPDATE sessions SET persona_id = 'nova' WHERE label = 'main'")
+    summary = sync_once(ix)
+    assert summary.personas["nova"].mode == "tail"
+    assert ix.sinks[0].paths("nova") == expected_paths(ledger_path, "nova")
+    assert len({p for p in ix.sinks[0].paths("nova") if p.startswith("sessions/main/")}) == 2
+
+
+def test_a_changed_bad_turn_whose_rebuild_failed_is_retried_by_the_next_pass(writer, indexer, ledger_path,
+                                                                              monkeypatch):
+    """Bad turns found changed are marked compared for the ledger as it is; when writing them fails,
+    the next pass must compare again, not wait for the full check minutes later."""
+    import sqlite3
+
+    from exporters.base import SinkError
+    from indexer.sync import quiet
+
+    monkeypatch.setattr(quiet, "SETTLE_S", 0.0)  # trust the ledger files' stamp at once
+    bad = writer.turn("main", user="the turn that breaks", assistant="ok")
+    writer.turn("calm", user="a calm turn", assistant="ok")
+    writer.execute("UPDATE turns SET started_at = 'abc' WHERE id = ?", (bad,))
+    ix = indexer()
+    sync_once(ix)
+    assert [b["turn_id"] for b in ix.state.bad_list("atlas")] == [bad]
+    con = sqlite3.connect(ledger_path)
+    con.execute("UPDATE turns SET started_at = 1763000000000 WHERE id = ?", (bad,))  # mended in place
+    con.commit()
+    con.close()
+    sink = ix.sinks[0]
+    failing = _FailingOnce(sink)
+    failing.real, failing.armed = sink.upsert, True
+    monkeypatch.setattr(sink, "upsert", failing)
+    with pytest.raises(SinkError):
+        sync_once(ix)
+    assert failing.failed == 1
+    sync_once(ix)  # the ledger files unchanged since
+    assert ix.state.bad_list("atlas") == []
+    assert sink.paths("atlas") == expected_paths(ledger_path, "atlas")

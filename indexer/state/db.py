@@ -42,6 +42,10 @@ COPIES_IN_FLIGHT_KEY = "private_copies_in_flight_v1"
 # Sessions a build of another persona found secret values for (the labels only, never a value):
 # their persona's next pass reads them again (indexer.sync.secret_spread).
 SECRET_RECHECK_KEY = "secret_recheck_v1"
+# Sessions a tail pass found to build with no history row saying so (live again, moved here, first
+# seen here with older history): recorded with the registry change, cleared once built — a pass that
+# failed between the two would otherwise never build them.
+SESSIONS_TO_BUILD_KEY = "sessions_to_build_v1"
 GLOBAL = ""  # scope of meta rows that belong to no persona
 
 
@@ -471,17 +475,39 @@ class StateDB:
         return {lbl for (lbl,) in q.tuples()}
 
     def secret_rechecks(self, persona: str) -> set[str]:
-        return set(self.get_json(SECRET_RECHECK_KEY, persona) or [])
+        return self._labels(SECRET_RECHECK_KEY, persona)
 
     def add_secret_rechecks(self, persona: str, labels: Iterable[str]) -> None:
-        labels, now = set(labels), self.secret_rechecks(persona)
-        if not labels <= now:
-            self.set_json(SECRET_RECHECK_KEY, sorted(now | labels), persona)
+        self._add_labels(SECRET_RECHECK_KEY, persona, labels)
 
     def clear_secret_rechecks(self, persona: str, labels: Iterable[str]) -> None:
-        labels, now = set(labels), self.secret_rechecks(persona)
+        self._clear_labels(SECRET_RECHECK_KEY, persona, labels)
+
+    def sessions_to_build(self, persona: str) -> set[str]:
+        return self._labels(SESSIONS_TO_BUILD_KEY, persona)
+
+    def add_sessions_to_build(self, persona: str, labels: Iterable[str]) -> None:
+        self._add_labels(SESSIONS_TO_BUILD_KEY, persona, labels)
+
+    def clear_sessions_to_build(self, persona: str, labels: Iterable[str] | None = None) -> None:
+        """``labels`` built (None: every one, after a pass that built every session)."""
+        if labels is None:
+            self.delete_meta(SESSIONS_TO_BUILD_KEY, persona)
+        else:
+            self._clear_labels(SESSIONS_TO_BUILD_KEY, persona, labels)
+
+    def _labels(self, key: str, persona: str) -> set[str]:
+        return set(self.get_json(key, persona) or [])
+
+    def _add_labels(self, key: str, persona: str, labels: Iterable[str]) -> None:
+        labels, now = set(labels), self._labels(key, persona)
+        if not labels <= now:
+            self.set_json(key, sorted(now | labels), persona)
+
+    def _clear_labels(self, key: str, persona: str, labels: Iterable[str]) -> None:
+        labels, now = set(labels), self._labels(key, persona)
         if now & labels:
-            self.set_json(SECRET_RECHECK_KEY, sorted(now - labels), persona)
+            self.set_json(key, sorted(now - labels), persona)
 
     def session_personas(self) -> set[str]:
         """Personas with a session in the registry (a small table: cheaper than ``personas_indexed``)."""

@@ -127,16 +127,18 @@ class RegistryChanges:
     deleted: set[str]  # sessions the ledger deleted (or no longer holds)
     revived: list[str]  # deleted before, live again: built now (no history row says so)
     arrived: list[str]  # moved here from another persona: built now
-
-    @property
-    def to_build(self) -> list[str]:
-        return self.revived + self.arrived
+    #: every session to build now (a tail's): the revived, the arrived, those first seen here (moved from
+    #: a persona this index does not sync: its history rows were passed over), and those a pass that
+    #: failed had found (``StateDB.sessions_to_build``)
+    to_build: list[str]
 
 
 def _refresh_registry(ix: Indexer, reader: LedgerReader, persona: str, sessions: Sequence[SessionRow],
-                      summary: PersonaSummary) -> RegistryChanges:
+                      summary: PersonaSummary, *, tail_from: int | None = None) -> RegistryChanges:
     """Record every session's ledger status; purge documents of deleted (or vanished) sessions,
-    and another persona's documents of a session the ledger now gives to ``persona``."""
+    and another persona's documents of a session the ledger now gives to ``persona``.
+    ``tail_from``: a tail's cursor (its history loop builds the sessions with rows after it); None
+    for a pass that builds every session (a backfill, a rebuild): none is noted to build."""
     known = ix.state.session_statuses(persona)
     present = {s.label for s in sessions}
     if len(present) < len(sessions):  # labels that are not valid UTF-8 can read back the same
@@ -156,6 +158,14 @@ def _refresh_registry(ix: Indexer, reader: LedgerReader, persona: str, sessions:
     changed = [r for r in rows if known.get(r[0]) != r[2]]
     deleted = {label for label, _, status in rows if status == "deleted"}
     revived = sorted(s.label for s in sessions if known.get(s.label) == "deleted" and s.status != "deleted")
+    to_build: list[str] = []
+    if tail_from is not None:
+        first_seen = {s.label for s in sessions if s.label not in known and s.status != "deleted"}
+        if first_seen:  # those with history rows after the cursor are the history loop's to build
+            with reader.snapshot():
+                first_seen -= {s.label for s in reader.sessions(history_range=(tail_from, summary.head),
+                                                                persona=persona)}
+        to_build = sorted(set(revived) | first_seen | ix.state.sessions_to_build(persona))
     left = {label: ix.state.paths(persona, session=label) for label in moved_out}
     purge: dict[str, set[str]] = {persona: set().union(*left.values())}
     for label in deleted:
@@ -177,6 +187,7 @@ def _refresh_registry(ix: Indexer, reader: LedgerReader, persona: str, sessions:
             for label, other in arrived.items():
                 ix.state.forget_sessions(other, [label])
                 ix.state.move_private_turns(label, other, persona)
+            ix.state.add_sessions_to_build(persona, to_build)  # cleared once built
     summary.documents_deleted += sum(map(len, purge.values()))
     for label, _, status in changed:
         # A status change is news; a session seen for the first time is not.
@@ -187,7 +198,7 @@ def _refresh_registry(ix: Indexer, reader: LedgerReader, persona: str, sessions:
             log.info("session.left", persona=persona, session=label, to=other, documents_removed=len(left[label]))
     for label, other in sorted(arrived.items()):  # logged once, by the persona that takes it over
         log.info("session.moved", persona=persona, session=label, was=other)
-    return RegistryChanges(deleted, revived, sorted(arrived))
+    return RegistryChanges(deleted, revived, sorted(arrived), to_build)
 
 
 # -- the three modes ------------------------------------------------------------------------------
@@ -287,10 +298,12 @@ def _tail(ix: Indexer, reader: LedgerReader, persona: str, cursor: int, summary:
     else:
         with reader.snapshot():
             sessions = reader.sessions(persona=persona)
-        changes = _refresh_registry(ix, reader, persona, sessions, summary)
+        changes = _refresh_registry(ix, reader, persona, sessions, summary, tail_from=cursor)
         deleted = changes.deleted
         if changes.to_build:  # live again, or moved here: no history row says so
             _build_now(ix, reader, persona, summary, changes.to_build, stop, progress)
+            with ix.state.atomic():
+                ix.state.clear_sessions_to_build(persona, changes.to_build)
             summary.sessions += len(changes.to_build)
     if retry_bad:
         labels = sorted({s for s, _t in ix.state.bad_items(persona)} - deleted)
@@ -384,6 +397,7 @@ def _backfill(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaS
         ix.state.set_build_identity(persona, ix.build_identity)
         late.keep(ix, persona, mark)
         ix.state.delete_meta(late.BACKFILL_DUE_KEY, persona)
+        ix.state.clear_sessions_to_build(persona)
     summary.documents_deleted += len(stale)
     summary.cursor = summary.head
 
@@ -468,6 +482,7 @@ def _record_rebuild(ix: Indexer, persona: str, summary: PersonaSummary, docs: li
         ix.state.clear_secret_rechecks(persona, rechecked)
         ix.state.forget_empty(persona)
         ix.state.record_empty(persona, empty, filled=())
+        ix.state.clear_sessions_to_build(persona)
         if mark is not None:
             late.keep(ix, persona, mark)
         ix.state.delete_meta(late.BACKFILL_DUE_KEY, persona)
@@ -665,9 +680,13 @@ def sync_once(
                 ps.documents_deleted += removed
                 ps.documents_written += restored
             except SyncInterrupted:
+                ix.quiet.forget(persona)  # a check marked done may have found work the pass did not finish
                 summary.interrupted = True
                 ps.cursor = ix.state.get_cursor(persona)
                 break
+            except BaseException:
+                ix.quiet.forget(persona)  # e.g. bad turns found changed whose rebuild failed: compare again
+                raise
             ps.pending_turns = ix.state.pending_count(persona)
             _remember_cursor_row(ix, reader, persona, cursor_row)
             if progress is not None:
