@@ -40,3 +40,51 @@ def test_memory_files_follow_the_workspace(writer, config_factory, tmp_path):
 
 def test_missing_memory_paths_are_ignored(tmp_path):
     assert list_memory_files((tmp_path / "nope.md", tmp_path / "nodir")) == []
+
+
+def test_a_memory_file_that_cannot_be_read_keeps_its_indexed_document(writer, config_factory, tmp_path):
+    """Unreadable for a moment (permissions during an editor's save) or grown past the size limit:
+    the file is still there, so its document indexed before stays; logged as skipped."""
+    import os
+
+    from structlog.testing import capture_logs
+
+    from indexer.sync import memory_source
+
+    writer.turn("main", user="hello", assistant="hi")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    note = ws / "MEMORY.md"
+    note.write_text("# Atlas\ndecided: canary first\n")
+    config = config_factory(memory={"atlas": [str(note)]})
+    sink = QmdExporter(tmp_path / "export")
+    ix = Indexer(config, sinks=[sink])
+    try:
+        sync_once(ix)
+        assert sink.read("atlas", "memory/MEMORY.md") == "# Atlas\ndecided: canary first"
+        note.write_text("# Atlas\n" + "x" * 100 + "\n")
+        limit = memory_source.MAX_MEMORY_FILE_BYTES
+        memory_source.MAX_MEMORY_FILE_BYTES = 50  # grown past the limit
+        try:
+            with capture_logs() as logs:
+                sync_once(ix)
+        finally:
+            memory_source.MAX_MEMORY_FILE_BYTES = limit
+        assert [e["reason"] for e in logs if e["event"] == "memory.skipped"] == ["too_large"]
+        assert sink.read("atlas", "memory/MEMORY.md") == "# Atlas\ndecided: canary first"
+        assert ix.state.paths("atlas", source="memory") == {"memory/MEMORY.md"}
+        if os.geteuid() != 0:  # root reads any file: the permission case needs an ordinary user
+            note.chmod(0)
+            try:
+                sync_once(ix)
+            finally:
+                note.chmod(0o644)
+            assert ix.state.paths("atlas", source="memory") == {"memory/MEMORY.md"}
+        sync_once(ix)  # readable and small again: its new text
+        assert sink.read("atlas", "memory/MEMORY.md") == "# Atlas\n" + "x" * 100
+        note.unlink()  # gone: its document goes
+        sync_once(ix)
+        assert ix.state.paths("atlas", source="memory") == set() == {
+            p for p in sink.paths("atlas") if p.startswith("memory/")}
+    finally:
+        ix.close()

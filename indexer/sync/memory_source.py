@@ -60,14 +60,21 @@ class MemorySource:
         return tuple(self.ix.config.memory.get(persona, ()))
 
     def documents(self, persona: str) -> list[Document]:
+        return self._scan(persona)[0]
+
+    def _scan(self, persona: str) -> tuple[list[Document], set[str]]:
+        """(the documents of the files read, the index paths of files there but not read: unreadable or
+        too large — their documents indexed before stay until the file can be read or goes)."""
         docs = []
         seen = set()
+        skipped: set[str] = set()
         now = time.time()
         for file, path in list_memory_files(self._entries(persona)):
             try:
                 stat = file.stat()
             except OSError as exc:
                 log.warning("memory.skipped", persona=persona, file=str(file), reason="unreadable", error=str(exc))
+                skipped.add(path)
                 continue
             key = (persona, str(file), path)
             seen.add(key)
@@ -81,11 +88,13 @@ class MemorySource:
             if stat.st_size > MAX_MEMORY_FILE_BYTES:
                 log.warning("memory.skipped", persona=persona, file=str(file), reason="too_large",
                             size=stat.st_size)
+                skipped.add(path)
                 continue
             try:
                 raw = file.read_text(encoding="utf-8", errors="replace")
             except OSError as exc:
                 log.warning("memory.skipped", persona=persona, file=str(file), reason="unreadable", error=str(exc))
+                skipped.add(path)
                 continue
             doc = self._document(persona, file, path, raw, stat)
             if quiet.settled_stat(stat, now):
@@ -94,7 +103,7 @@ class MemorySource:
                 docs.append(doc)
         for key in [k for k in self._read if k[0] == persona and k not in seen]:
             del self._read[key]
-        return docs
+        return docs, skipped
 
     def _document(self, persona: str, file: Path, path: str, raw: str, stat: os.stat_result) -> Document | None:
         text = self.ix.redact(raw.replace("\r\n", "\n")).rstrip("\n")
@@ -110,13 +119,13 @@ class MemorySource:
     def sync(self, persona: str) -> int:
         """Index changed memory files, drop removed ones. Returns documents written."""
         state = self.ix.state
-        docs = self.documents(persona)
+        docs, skipped = self._scan(persona)
         indexed = state.paths(persona, source=Source.MEMORY.value)
         if not docs and not indexed:
             return 0
         known = state.hashes(persona, (d.path for d in docs))
         changed = [d for d in docs if known.get(d.path) != d.content_hash]
-        gone = indexed - {d.path for d in docs}
+        gone = indexed - {d.path for d in docs} - skipped  # a file there but unreadable is not gone
         for sink in self.ix.sinks:
             if changed:
                 sink.upsert(persona, changed)
