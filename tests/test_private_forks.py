@@ -222,7 +222,8 @@ def _a_forks_copy_written_but_not_recorded(config, writer) -> str:
 def test_a_copy_whose_write_failed_stays_hidden_and_its_record_goes_once_a_pass_records_it(world, writer):
     """The in-flight record of a fork's copy outlives a failed write (the sink may hold the copy), and
     the next write after the copy is recorded drops it."""
-    from indexer.state.db import COPIES_IN_FLIGHT_KEY, StateDB
+    from indexer.state.db import StateDB
+    from indexer.state.private_turns import COPIES_IN_FLIGHT_KEY
 
     config, searcher, t = world
     solo = _a_forks_copy_written_but_not_recorded(config, writer)
@@ -508,7 +509,8 @@ def test_a_pass_of_the_other_persona_alone_still_knows_the_private_sessions_new_
 def test_the_record_of_a_copy_whose_fork_went_away_is_dropped(world, writer):
     """A fork's write failed (its copy noted, never recorded), then the fork was deleted: the next
     write drops the note instead of hiding that turn (and the fork's compactions) for good."""
-    from indexer.state.db import COPIES_IN_FLIGHT_KEY, StateDB
+    from indexer.state.db import StateDB
+    from indexer.state.private_turns import COPIES_IN_FLIGHT_KEY
 
     config, searcher, t = world
     solo = _a_forks_copy_written_but_not_recorded(config, writer)

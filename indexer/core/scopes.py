@@ -45,7 +45,7 @@ class ScopeFacts:
     private: frozenset[str]
     deleted: frozenset[str]
     project_peers: frozenset[str]  # sessions sharing a project with the caller (caller included)
-    #: own turns of private sessions other than the caller (``StateDB.private_copies``): hidden in every copy
+    #: own turns of private sessions other than the caller (``PrivateTurns.copies``): hidden in every copy
     hidden_turns: frozenset[str] = frozenset()
 
 

@@ -28,17 +28,12 @@ from peewee import (
 
 from indexer.core.build import BuildIdentity
 from indexer.core.errors import CliError
-from indexer.core.types import DocKind, Document
+from indexer.core.types import Document
+from indexer.state.private_turns import PrivateTurns, Visibility
 
 CURSOR_KEY = "memory_sessions_ledger_cursor_v1"
 INDEX_META_KEY = "memory_index_meta_v1"
 SCHEMA_VERSION_KEY = "schema_version"
-#: per persona, per private session: the turns it said itself (kept while it stays private)
-PRIVATE_TURNS_KEY = "private_session_own_turns_v1"
-#: per persona: copies of private sessions' own turns, and compactions made beside them, that a pass
-#: is writing — recorded before any sink holds them, since the files table records them only after
-#: ``{"copies": {turn: [sessions]}, "compactions": {turn: [sessions]}}``
-COPIES_IN_FLIGHT_KEY = "private_copies_in_flight_v1"
 # Sessions a build of another persona found secret values for (the labels only, never a value):
 # their persona's next pass reads them again (indexer.sync.secret_spread).
 SECRET_RECHECK_KEY = "secret_recheck_v1"
@@ -47,11 +42,6 @@ SECRET_RECHECK_KEY = "secret_recheck_v1"
 # failed between the two would otherwise never build them.
 SESSIONS_TO_BUILD_KEY = "sessions_to_build_v1"
 GLOBAL = ""  # scope of meta rows that belong to no persona
-
-
-class Visibility:
-    SHARED = "shared"
-    PRIVATE = "private"
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,6 +248,8 @@ class StateDB:
         self._facts = threading.local()
         (self.Meta, self.File, self.SessionReg, self.ProjectMember, self.PendingTurn,
          self.BadRow, self.EmptyTurn) = _models(self.db)
+        #: private sessions' own turns and their forks' copies (indexer.state.private_turns)
+        self.private = PrivateTurns(self)
         try:
             self.db.connect(reuse_if_open=True)
             self._migrate()
@@ -554,9 +546,9 @@ class StateDB:
             return facts
 
     def hidden_copies(self, persona: str) -> dict[str, set[str]]:
-        """``private_copies(persona)``, reused while the state DB is unchanged (as ``scope_facts``:
+        """``private.copies(persona)``, reused while the state DB is unchanged (as ``scope_facts``:
         every export write and pass asks)."""
-        return self._per_state(persona, lambda: self.private_copies(persona))
+        return self._per_state(persona, lambda: self.private.copies(persona))
 
     def _per_state(self, key, compute):
         """``compute()``, kept in this thread's memo until the state DB changes (not inside a
@@ -581,26 +573,10 @@ class StateDB:
         return memo
 
     def others_private_turns(self, persona: str) -> set[str]:
-        """Every own turn of other personas' private sessions (as ``private_copies`` counts them):
+        """Every own turn of other personas' private sessions (as ``PrivateTurns.copies`` counts them):
         any copy of one in ``persona`` is a fork's (a subagent's), recorded or still being written.
         Reused while the state DB is unchanged."""
-        return self._per_state(("others", persona), lambda: self._others_private_turns(persona))
-
-    def _others_private_turns(self, persona: str) -> set[str]:
-        return set().union(*(own for _, _, own in self._private_own(self._private_by_persona(persona, set()))))
-
-    def _private_own(self, by_persona: dict[str, set[str]]):
-        """(owner persona, label, own turns) of each private session of ``by_persona``, by label."""
-        for owner, labels in by_persona.items():
-            stored = self.get_json(PRIVATE_TURNS_KEY, owner) or {}
-            for label in sorted(labels):
-                yield owner, label, self._own_turns(owner, label, stored)
-
-    def _own_turns(self, persona: str, label: str, stored: dict) -> set[str]:
-        """A private session's own turns as recorded (``stored``: its persona's record), else every
-        turn of its indexed history (made private while the ledger could not be read)."""
-        own = stored.get(label)
-        return set(own) if own is not None else self.turns_of(persona, [label])
+        return self._per_state(("others", persona), lambda: self.private.others_own_turns(persona))
 
     def _read_facts(self, persona: str, session: str | None, copies: dict | None = None):
         """``copies``: private sessions' hidden turns per persona, shared by every caller's facts at
@@ -610,7 +586,7 @@ class StateDB:
         private = self.private_sessions(persona)
         per_label = copies.get(persona) if copies is not None else None
         if per_label is None:
-            per_label = self.private_copies(persona, private=private)
+            per_label = self.private.copies(persona, private=private)
             if copies is not None:
                 copies[persona] = per_label
         hidden = set().union(*(ids for label, ids in per_label.items() if label != session))
@@ -638,84 +614,6 @@ class StateDB:
         """The sessions whose indexed history holds any of ``turns``."""
         return {label for labels in self.turn_holders(persona, turns).values() for label in labels if label}
 
-    def remember_private_turns(self, persona: str, own: dict[str, set[str]] | None = None) -> None:
-        """Record, per private session, the turns it said itself (``own``: from the ledger, those
-        started after the session was created — not the history a fork inherited), added to what
-        was recorded before and kept while the session stays private: its own documents may leave
-        the index (deleted, rewound) while forks keep copies. A session shared again is forgotten."""
-        private = self.private_sessions(persona)
-        before = self.get_json(PRIVATE_TURNS_KEY, persona) or {}
-        stored = {label: set(ids) for label, ids in before.items() if label in private}
-        for label, ids in (own or {}).items():
-            if label in private:
-                stored[label] = stored.get(label, set()) | set(ids)
-        after = {label: sorted(ids) for label, ids in stored.items()}
-        if after != before:
-            self.set_json(PRIVATE_TURNS_KEY, after, persona)
-
-    def note_copies_in_flight(self, persona: str, docs: Sequence[Document]) -> bool:
-        """Call before a pass writes ``docs`` to any sink (``indexer.sync.in_flight``). The files table
-        records a document only after the sinks hold it, so a fork's new copy of a private session's
-        already-indexed own turn (or a compaction made in a session holding such copies) would be
-        searchable until then. Record, in its own commit, which of ``docs`` are such copies:
-        ``private_copies`` counts them as held. Entries the files table records are dropped on the
-        next call, and so are those of a session of ``persona`` deleted since (a write that failed,
-        then the fork was deleted: searches hide it); one whose write failed stays (it only hides a private
-        session's own turn) until the copy is recorded. True when the record changed."""
-        turn_docs = [d for d in docs if d.turn_id and d.session]
-        if not turn_docs:
-            return False
-        by_persona = self._private_by_persona(persona, self.private_sessions(persona))
-        before = self.get_json(COPIES_IN_FLIGHT_KEY, persona) or {}
-        if not by_persona:  # no private session anywhere: nothing to hide, nothing kept
-            if before:
-                with self.db.atomic():
-                    self.set_json(COPIES_IN_FLIGHT_KEY, {}, persona)
-            return bool(before)
-        entries = {kind: {(t, s) for t, sessions in before.get(kind, {}).items() for s in sessions}
-                   for kind in ("copies", "compactions")}
-        compacting = {d.session for d in turn_docs if d.kind is DocKind.COMPACTION}
-        held = self.session_turns(persona, compacting)  # do these sessions hold copies already?
-        owners = self._private_owners(persona, by_persona, {d.turn_id for d in turn_docs}.union(*held.values()))
-        copies = {(d.turn_id, d.session) for d in turn_docs if d.turn_id in owners
-                  and d.session not in owners[d.turn_id]}
-        forks = {s for _, s in copies | entries["copies"]}
-        forks |= {s for s, turns in held.items() if any(t in owners and s not in owners[t] for t in turns)}
-        entries["copies"] |= copies
-        entries["compactions"] |= {(d.turn_id, d.session) for d in turn_docs
-                                   if d.kind is DocKind.COMPACTION and d.session in forks}
-        # a copy the files table holds is counted from there: a rewrite of one adds nothing here
-        recorded = self.turn_holders(persona, {t for pairs in entries.values() for t, _ in pairs})
-        S = self.SessionReg
-        # a deleted session of this persona is hidden from every search anyway (not one that moved: a
-        # copy the files table never recorded stays in this persona's sinks, and only this note hides it)
-        gone = {label for label, owner, status in S.select(S.label, S.persona, S.ledger_status).where(
-            S.label.in_(sorted({s for pairs in entries.values() for _, s in pairs}))).tuples()
-            if owner == persona and status == "deleted"}
-        after = {}
-        for kind, pairs in entries.items():
-            grouped: dict[str, list[str]] = {}
-            for t, s in sorted(pairs):
-                if s not in recorded.get(t, ()) and s not in gone:
-                    grouped.setdefault(t, []).append(s)
-            if grouped:
-                after[kind] = grouped
-        if after == before:
-            return False
-        with self.db.atomic():
-            self.set_json(COPIES_IN_FLIGHT_KEY, after, persona)
-        return True
-
-    def _private_owners(self, persona: str, by_persona: dict[str, set[str]], turns: set[str]) -> dict[str, set[str]]:
-        """Of ``turns``, those a private session (``by_persona``: of ``persona`` or another) said
-        itself, each with the labels a copy of it in ``persona`` may carry without being a fork's (the
-        owner's own; none for another persona's session: every copy here is a subagent's)."""
-        out: dict[str, set[str]] = {}
-        for owner, label, own in self._private_own(by_persona):
-            for turn in turns.intersection(own):
-                out.setdefault(turn, set()).update({label} if owner == persona else ())
-        return out
-
     def session_turns(self, persona: str, sessions: Iterable[str]) -> dict[str, set[str]]:
         """Per session of ``sessions``, the turn ids of its indexed documents (one statement)."""
         labels = sorted(set(sessions))
@@ -728,76 +626,6 @@ class StateDB:
         for label, turn in rows.fetchall():
             out[label].add(turn)
         return out
-
-    def move_private_turns(self, label: str, old: str, new: str) -> None:
-        """Session ``label`` moved from persona ``old`` to ``new``: its recorded own turns go with it
-        (a private session's copies in forks stay hidden while it moves). Call in the transaction
-        that moves its registry row."""
-        before = self.get_json(PRIVATE_TURNS_KEY, old) or {}
-        if label not in before:
-            return
-        ids = before.pop(label)
-        self.set_json(PRIVATE_TURNS_KEY, before, old)
-        after = self.get_json(PRIVATE_TURNS_KEY, new) or {}
-        after[label] = sorted(set(after.get(label, [])) | set(ids))
-        self.set_json(PRIVATE_TURNS_KEY, after, new)
-
-    def private_copies(self, persona: str, *, private: set[str] | None = None) -> dict[str, set[str]]:
-        """Per private session: its own turns that another session of ``persona`` holds (a fork's
-        copies) — what must be hidden in every copy in ``persona``'s index. ``private``: the
-        persona's own private sessions (default all of them); private sessions of other personas
-        count too (a subagent of another persona forked from one). A session whose own turns were
-        never recorded (made private while the ledger could not be read) counts every turn of its
-        indexed history as its own until the next pass records them. Copies a pass is writing
-        (``note_copies_in_flight``) count as held."""
-        private = self.private_sessions(persona) if private is None else private
-        out: dict[str, set[str]] = {}
-        by_persona = self._private_by_persona(persona, private)
-        flight = (self.get_json(COPIES_IN_FLIGHT_KEY, persona) or {}) if by_persona else {}
-        for owner, label, own in self._private_own(by_persona):
-            holders = self.turn_holders(persona, own)
-            for turn in own.intersection(flight.get("copies", ())):  # being written: held already
-                holders.setdefault(turn, set()).update(flight["copies"][turn])
-            if owner == persona:
-                # held by another session (a fork's copy), or recorded nowhere yet: a pass writes the
-                # sinks before it records the files, so a copy being written is already searchable
-                hidden = {t for t in own if holders.get(t, {label}) - {label} or t not in holders}
-            else:  # another persona's session: every copy here is a fork's (a subagent's), and one
-                # of a turn its own persona has not recorded yet may be being written right now
-                recorded = self.turn_holders(owner, own)
-                hidden = set(holders) | {t for t in own if t not in recorded}
-            forks = set().union(*(holders.get(t, set()) for t in hidden)) - {label}
-            if hidden:
-                out[label] = hidden | self._fork_compactions(persona, forks, label, flight.get("compactions", {}))
-            elif owner == persona:
-                out[label] = set()
-        return out
-
-    def _private_by_persona(self, persona: str, private: set[str]) -> dict[str, set[str]]:
-        """``persona``'s private sessions and every other persona's, by persona (one query)."""
-        S = self.SessionReg
-        out: dict[str, set[str]] = {persona: set(private)} if private else {}
-        q = S.select(S.persona, S.label).where((S.visibility == Visibility.PRIVATE) & (S.persona != persona))
-        for owner, label in q.tuples():
-            out.setdefault(owner, set()).add(label)
-        return out
-
-    def _fork_compactions(self, persona: str, forks: set[str], label: str,
-                          in_flight: dict[str, list[str]] | None = None) -> set[str]:
-        """Compactions made in ``forks`` (sessions holding copies of ``label``'s own turns) and held
-        by no other session: they summarise the private history they carry. ``in_flight``: compactions
-        a pass is writing (turn → sessions), not in the files table yet."""
-        if not forks:
-            return set()
-        F = self.File
-        found: set[str] = set()
-        writing = {t for t, sessions in (in_flight or {}).items() if forks.intersection(sessions)}
-        for part in chunked(sorted(forks), 500):
-            q = F.select(F.turn_id).where((F.persona == persona) & F.session_label.in_(part)
-                                          & (F.kind == "compaction") & F.turn_id.is_null(False))
-            found.update(t for (t,) in q.tuples())
-        holders = self.turn_holders(persona, found)
-        return {t for t in found if holders.get(t, set()) <= forks | {label}} | writing
 
     def turn_holders(self, persona: str, turns: Iterable[str]) -> dict[str, set[str]]:
         """Per turn of ``turns``, the sessions whose indexed history holds it (by the index on turns).
@@ -844,7 +672,7 @@ class StateDB:
                                      "deleted": sorted(self.deleted_sessions(persona)),
                                      "build": identity.as_dict() if identity else None,
                                      "private_turns": {label: sorted(ids) for label, ids
-                                                       in self.private_copies(persona, private=private).items()}}
+                                                       in self.private.copies(persona, private=private).items()}}
             return {"personas": personas, "projects": self.projects()}
 
     def deleted_sessions(self, persona: str) -> set[str]:

@@ -186,7 +186,7 @@ def _refresh_registry(ix: Indexer, reader: LedgerReader, persona: str, sessions:
             ix.state.forget_sessions(persona, moved_out)
             for label, other in arrived.items():
                 ix.state.forget_sessions(other, [label])
-                ix.state.move_private_turns(label, other, persona)
+                ix.state.private.move(label, other, persona)
             ix.state.add_sessions_to_build(persona, to_build)  # cleared once built
     summary.documents_deleted += sum(map(len, purge.values()))
     for label, _, status in changed:

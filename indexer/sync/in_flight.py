@@ -2,7 +2,7 @@
 
 A fork's copy of a private session's own turn must be hidden from the moment a sink holds it, but
 the files table (what search and the export derive hidden copies from) records it only after the
-write. So a pass notes such copies first (``StateDB.note_copies_in_flight``), and keeps the
+write. So a pass notes such copies first (``PrivateTurns.note_in_flight``), and keeps the
 documents here until they are recorded: a visibility change made meanwhile (the daemon's API
 thread) notes them again under the new visibility, in its own transaction, before it commits.
 """
@@ -14,7 +14,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from indexer.core.types import Document
-from indexer.state.db import COPIES_IN_FLIGHT_KEY
 
 
 class WritesInFlight:
@@ -46,9 +45,8 @@ class WritesInFlight:
     def note(self, persona: str, docs: Sequence[Document]) -> None:
         """Note the copies among ``docs`` now (a rebuild, again right before its switch)."""
         with self._lock:
-            noted = self._ix.state.note_copies_in_flight(persona, docs)
-            flying = noted or (self._ix.publisher is not None
-                               and bool(self._ix.state.get_json(COPIES_IN_FLIGHT_KEY, persona)))
+            noted = self._ix.state.private.note_in_flight(persona, docs)
+            flying = noted or (self._ix.publisher is not None and bool(self._ix.state.private.in_flight(persona)))
         # Object storage: readers hide the copies before the table holds them. Whenever copies are in
         # flight, not only when noted now: a publish that failed is made before the retried write
         # (the publisher skips a state it published already).
@@ -65,4 +63,4 @@ class WritesInFlight:
         """Note every document being written by the visibility the caller's transaction now holds."""
         for persona, batches in self._docs.items():
             for docs in batches:
-                self._ix.state.note_copies_in_flight(persona, docs)
+                self._ix.state.private.note_in_flight(persona, docs)

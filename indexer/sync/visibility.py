@@ -52,7 +52,7 @@ def unscoped_sinks(ix: Indexer) -> list[Exporter]:
 
 
 def private_turns(ix: Indexer, persona: str) -> set[str]:
-    """The turns of private sessions that forks in ``persona`` carry (``StateDB.private_copies``;
+    """The turns of private sessions that forks in ``persona`` carry (``PrivateTurns.copies``;
     their own turns are recorded before a pass writes anything), and every own turn of another
     persona's private session (a copy of one here is always a subagent's fork, recorded or still
     being written): no copy of them, under any session's label, may sit in a sink without scopes."""
@@ -85,7 +85,7 @@ def remember_private_turns(ix: Indexer, reader: LedgerReader | None, persona: st
     sessions' whole indexed history counts until a pass records them)."""
     private = ix.state.private_sessions(persona)
     own = own_turns(reader, sorted(private)) if private and reader is not None else None
-    ix.state.remember_private_turns(persona, own)  # also forgets sessions shared again
+    ix.state.private.remember(persona, own)  # also forgets sessions shared again
 
 
 def filter_hidden(ix: Indexer, persona: str, docs: Sequence[Document]) -> tuple[list[Document], list[Document]]:
