@@ -555,3 +555,39 @@ def test_a_copy_never_recorded_stays_hidden_when_its_fork_moves_to_another_perso
     for caller in ("main", "other", None):
         assert solo not in {turn for _, turn in found(searcher, caller, query="solitary private quince remark",
                                                        mode="keyword")}
+
+
+def test_a_session_made_private_while_its_head_cannot_be_read_still_hides_its_forks_copies(writer,
+                                                                                          config_factory):
+    """Its own turns cannot be read from the ledger then: recorded as none, the fork's copy of its
+    turn stayed in the export and in everyone's search. It is not recorded at all instead: its
+    whole indexed history counts as its own until the head can be read."""
+    m0 = writer.turn("main", user="the heron plan for the harbour cluster")
+    writer.fork("room", m0)
+    s0 = writer.turn("room", user=f"the {SECRET_WORDS}", assistant="noted")
+    writer.fork("child", s0)
+    writer.turn("child", user="child's own words about cabbages")
+    config = config_factory(sinks=("lancedb", "qmd"))
+    embedder = FakeEmbedder()
+    ix = Indexer(config, sinks=build_sinks(config, embedder=embedder), redact=lambda s: s, redaction_version="t")
+    try:
+        sync_once(ix)
+        head = writer.turn("room", user="a later room turn", assistant="ok")
+        writer.execute("UPDATE threads SET ancestry = '[broken' WHERE turn_id = ?", (head,))
+        sync_once(ix)
+        assert [(b["session"], b["reason"]) for b in ix.state.bad_list("atlas")] == [("room", "bad_ancestry")]
+    finally:
+        ix.close()
+    apply_visibility(config, "room", "private")
+    _sync(config)
+    _sync(config, force=True)
+    assert not any("zanzibarplum" in (config.qmd_export_dir / "atlas" / p).read_text() for p in exported(config))
+    searcher = Searcher(config, embedder=embedder)
+    try:
+        for caller in ("main", None):
+            assert not {t for _, t in found(searcher, caller, mode="keyword")} & {s0}, caller
+        # the session itself sees it, and so does the fork (its own history)
+        assert {("room", s0), ("child", s0)} <= found(searcher, "room", mode="keyword") | found(
+            searcher, "child", mode="keyword")
+    finally:
+        searcher.close()

@@ -155,3 +155,38 @@ def test_a_persona_whose_every_session_is_private_is_not_rebuilt_on_every_pass(t
         ix.close()
     assert _files(config, "/diary/") == set()
     assert (config.qmd_export_dir / "atlas").is_dir()
+
+
+def test_a_rebuild_written_in_place_with_nothing_left_to_export_keeps_the_folder(tmp_path: Path, monkeypatch):
+    """The only session goes private between staging and the switch: the staged set is dropped and
+    the new set written over the live one — nothing. The persona's folder must still be there (its
+    empty set), or the next pass finds QMD's set lost and rebuilds again."""
+    from indexer.sync import engine
+
+    ledger = tmp_path / "agents.db"
+    with LedgerWriter(ledger, seed=7) as w:
+        w.turn("diary", user="my private axolotl notes", assistant="noted")
+    config = make_config(tmp_path, ledger, sinks=("lancedb", "qmd"))
+    _sync(config)
+    real = engine.switch_in_rebuild
+    switched = []
+
+    def private_before_the_switch(ix, persona, *args, **kwargs):
+        ix.state.set_visibility("diary", "private")  # as the admin API does, mid-rebuild
+        switched.append(persona)
+        return real(ix, persona, *args, **kwargs)
+
+    monkeypatch.setattr(engine, "switch_in_rebuild", private_before_the_switch)
+    import shutil
+
+    shutil.rmtree(config.qmd_export_dir / "atlas")  # the export lost: a rebuild writes it anew
+    ix = open_indexer(config)
+    try:
+        assert sync_once(ix).personas["atlas"].mode == "rebuild"  # index.lost
+        assert switched == ["atlas"]
+        monkeypatch.setattr(engine, "switch_in_rebuild", real)
+        assert (config.qmd_export_dir / "atlas").is_dir()
+        assert _files(config, "/diary/") == set()
+        assert [sync_once(ix).personas["atlas"].mode for _ in range(2)] == ["tail", "tail"]
+    finally:
+        ix.close()

@@ -63,14 +63,17 @@ def own_turns(reader: LedgerReader, labels: Sequence[str]) -> dict[str, set[str]
     """Per session, the turns of its history it said itself: started at or after the session was
     created (a fork's inherited history predates it). A time missing on either side counts as the
     session's own (hidden rather than shown). Looked up by label in any persona: the registry's
-    persona may lag the ledger's (a session that just moved)."""
+    persona may lag the ledger's (a session that just moved). A session whose head cannot be read is
+    left out (recorded as none of its own, its forks' copies would show)."""
     with reader.snapshot():
         rows = reader.sessions(labels=labels)
         threads = reader.threads(r.thread_id for r in rows)
         ancestries = {}
         for r in rows:
             thread = threads.get(r.thread_id)
-            ancestries[r.label] = head_history(reader, thread, r.thread_id) or [] if thread else []
+            history = head_history(reader, thread, r.thread_id) if thread else None
+            if history is not None:  # a head that cannot be read says nothing: what was recorded stays
+                ancestries[r.label] = history
         turns = reader.turns(t for ids in ancestries.values() for t in ids)
     created = {r.label: r.created_at for r in rows}
     out: dict[str, set[str]] = {}
@@ -200,8 +203,8 @@ def switch_in_rebuild(ix: Indexer, persona: str, sink: Exporter, rebuild: Rebuil
     if staged_sessions & hidden or copies_staged:
         rebuild.abort()
         keep = [d for d in docs if d.session not in hidden and d.turn_id not in turns]
-        for start in range(0, len(keep), RESTORE_DOCS_PER_WRITE):
-            sink.upsert(persona, keep[start:start + RESTORE_DOCS_PER_WRITE])
+        for start in range(0, max(len(keep), 1), RESTORE_DOCS_PER_WRITE):  # once at least: the sink
+            sink.upsert(persona, keep[start:start + RESTORE_DOCS_PER_WRITE])  # holds the set, even empty
         sink.delete(persona, sink.paths(persona) - {d.path for d in keep})
         log.info("export.rebuild_written_in_place", persona=persona, sink=sink.name, documents=len(keep),
                  reason="a session became private during the rebuild, or a fork copied a private session's turns")
