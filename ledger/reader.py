@@ -260,16 +260,25 @@ class LedgerReader:
     def parent_chain(self, turn_id: str, *, limit: int = 100_000) -> list[str] | None:
         """The history ending at ``turn_id`` read from ``turns.parent_turn_id`` (root first), for a
         thread row whose ancestry is NULL (the column allows it). None when the chain is broken: a
-        parent that is not in ``turns``, a cycle, or longer than ``limit``. One recursive query."""
+        parent that is not in ``turns``, a cycle, or longer than ``limit``."""
+        parents = dict(self._chain_rows(turn_id, limit))
+        chain, at = [], turn_id
+        while at is not None:
+            if at not in parents or len(chain) > limit:
+                return None  # missing, a parent not there, a cycle (visited once: its end is missing)
+            chain.append(at)
+            at = parents.pop(at)
+        return chain[::-1]
+
+    def _chain_rows(self, turn_id: str, limit: int = 100_000) -> list[tuple[str, str | None]]:
+        """(id, parent) of every turn up the parents from ``turn_id``, each once (UNION: a cycle ends
+        where it closes). One recursive query."""
         rows = self.db.execute_sql(
-            "WITH RECURSIVE chain(id, parent, n) AS ("
-            " SELECT id, parent_turn_id, 0 FROM turns WHERE id = ?"
-            " UNION ALL SELECT t.id, t.parent_turn_id, c.n + 1 FROM turns t JOIN chain c ON t.id = c.parent"
-            " WHERE c.n < ?) SELECT id, parent FROM chain ORDER BY n", (turn_id, limit)).fetchall()
-        ids = [_text_of(i) for i, _ in rows]
-        if not rows or rows[-1][1] is not None or len(set(ids)) != len(ids):
-            return None  # missing, a parent not there, past the limit, or a cycle
-        return ids[::-1]
+            "WITH RECURSIVE chain(id, parent) AS ("
+            " SELECT id, parent_turn_id FROM turns WHERE id = ?"
+            " UNION SELECT t.id, t.parent_turn_id FROM turns t JOIN chain c ON t.id = c.parent)"
+            " SELECT id, parent FROM chain LIMIT ?", (turn_id, limit + 1)).fetchall()
+        return [(_text_of(i), _text_of(p)) for i, p in rows]
 
     def turns(self, turn_ids: Iterable[str]) -> dict[str, TurnRow]:
         out: dict[str, TurnRow] = {}
@@ -359,6 +368,8 @@ class LedgerReader:
         for part in _chunks(ids):
             for row in th.select(th.turn_id, *text_digest(th.ancestry)).where(th.turn_id.in_(part)).tuples():
                 parts[row[0]].append(("thread", row[1:]))
+                if row[1] is None:  # a NULL ancestry is read from the parents: mending one of them counts
+                    parts[row[0]].append(("chain", tuple(self._chain_rows(row[0]))))
             q = (tu.select(tu.id, tu.turn_type, tu.status, tu.started_at, tu.completed_at, tu.parent_turn_id)
                  .where(tu.id.in_(part)))
             for row in q.tuples():

@@ -220,5 +220,28 @@ def test_parent_chain_reads_root_first_and_refuses_cycles(writer, ledger_path):
         assert reader.parent_chain("no-such-turn") is None
         writer.execute("UPDATE turns SET parent_turn_id = ? WHERE id = ?", (ids[2], ids[0]))  # a cycle
         assert reader.parent_chain(ids[2]) is None
+        assert len(reader._chain_rows(ids[2])) == 3  # each turn read once, not walked to the limit
     finally:
         reader.close()
+
+
+def test_a_null_ancestry_bad_for_a_broken_parent_is_indexed_once_the_parent_is_mended(writer, ledger_path,
+                                                                                      config_factory):
+    """The bad row is the head's, but what broke is an older turn's parent: mending that turn must
+    change the head's fingerprint, or the head stays bad until a --retry-bad."""
+    older = [writer.turn("main", user=f"decision {i}: use postgres", assistant=f"ok {i}") for i in range(2)]
+    ix = _indexer(config_factory(sinks=("lancedb",)))
+    try:
+        sync_once(ix)
+        head = writer.turn("main", user="the new question", assistant="the new answer")
+        writer.execute("UPDATE threads SET ancestry = NULL WHERE turn_id = ?", (head,))
+        writer.execute("UPDATE turns SET parent_turn_id = 'no-such-turn' WHERE id = ?", (older[0],))
+        sync_once(ix)
+        assert [b["turn_id"] for b in ix.state.bad_list("atlas")] == [head]
+        writer.execute("UPDATE turns SET parent_turn_id = NULL WHERE id = ?", (older[0],))  # mended
+        ix.quiet.forget()  # as after the ledger files' settle time
+        sync_once(ix)
+        assert ix.state.bad_list("atlas") == []
+        assert {p.rsplit("/", 1)[-1][:-3] for p in ix.state.paths("atlas")} == {*older, head}
+    finally:
+        ix.close()
