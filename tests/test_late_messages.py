@@ -72,6 +72,7 @@ def test_a_failed_turn_retried_in_place_is_indexed_with_its_answer(writer, ix):
 def test_a_pass_reads_only_the_messages_after_its_mark_and_none_while_the_ledger_is_unchanged(writer, ix,
                                                                                                 monkeypatch):
     from indexer.sync import quiet
+    from indexer.state.install_key import keyed_digest
     from indexer.sync.late import LATE_MARK_KEY
     from ledger.reader import LedgerReader, row_digest
 
@@ -90,7 +91,7 @@ def test_a_pass_reads_only_the_messages_after_its_mark_and_none_while_the_ledger
     def newest():
         rowid, mid, key = writer.conn.execute(
             f"SELECT rowid, id, {LedgerReader._ROW_KEY} FROM messages ORDER BY rowid DESC LIMIT 1").fetchone()
-        return [rowid, mid, row_digest(key)]
+        return [rowid, mid, "k1:" + keyed_digest(ix.state.key(), row_digest(key))]
 
     assert ix.state.get_json(LATE_MARK_KEY, "atlas")["checkpoints"][-1] == newest()
     sync_once(ix)  # the ledger files unchanged
@@ -357,30 +358,40 @@ def test_the_state_db_keeps_no_bytes_of_any_message_only_digests(writer, ix):
     for form in (token.encode(), token.encode().hex().encode(), token.encode().hex().upper().encode()):
         assert form not in state_bytes
     checkpoints = ix.state.get_json(LATE_MARK_KEY, "atlas")["checkpoints"]
-    assert checkpoints and all(isinstance(key, str) and len(key) == 32 and int(key, 16) >= 0
-                               for _, _, key in checkpoints)
+    assert checkpoints and all(isinstance(key, str) and key.startswith("k1:") and len(key) == 35
+                               and int(key[3:], 16) >= 0 for _, _, key in checkpoints)
     conn = sqlite3.connect(ix.state.path)
     assert not any(token in (value or "") or token.encode().hex().upper() in (value or "")
                    for (value,) in conn.execute("SELECT value FROM meta"))
     conn.close()
 
 
-def test_a_mark_of_the_first_version_holding_row_keys_is_converted_to_digests_and_still_holds(writer, ix):
-    """Indexes made before the digest stored the raw row key: read, it is hashed to the digest the
-    reader now gives (so the checkpoint still holds: no backfill) and written back at once."""
+@pytest.mark.parametrize("layout", ["raw row keys", "plain digests"])
+def test_a_mark_of_an_earlier_layout_is_converted_in_every_persona_and_still_holds(writer, ix, layout):
+    """Marks made before the keyed digest stored the raw row key (the message's first and last bytes),
+    then a plain digest of it (guessable for a short message). The first pass of a process rewrites
+    every persona's — one no longer synced too — to the keyed digest the reader's row gives (so the
+    checkpoint still holds: no backfill), and truncates the WAL that held the old rows."""
     from indexer.sync.late import BACKFILL_DUE_KEY, LATE_MARK_KEY
-    from ledger.reader import LedgerReader
+    from ledger.reader import LedgerReader, row_digest
 
-    writer.turn("main", user="which region hosts prod?", assistant="eu-west-3")
+    token = "code-730519-quokka"
+    writer.turn("main", user="which region hosts prod?", assistant=f"eu-west-3, {token}")
     sync_once(ix)
     rows = writer.conn.execute(
         f"SELECT rowid, id, {LedgerReader._ROW_KEY} FROM messages ORDER BY rowid").fetchall()
-    raw = [[rowid, mid, key] for rowid, mid, key in rows]
+    old = [[rowid, mid, key if layout == "raw row keys" else row_digest(key)] for rowid, mid, key in rows]
     with ix.state.atomic():
-        ix.state.set_json(LATE_MARK_KEY, {"checkpoints": raw}, "atlas")
+        ix.state.set_json(LATE_MARK_KEY, {"checkpoints": old}, "atlas")
+        ix.state.set_json(LATE_MARK_KEY, {"checkpoints": old}, "retired")  # a persona no longer synced
+    ix.late_marks_converted = False  # as in a new process
     turn = writer.turn("main", user="and staging?", assistant="us-east-2")
     sync_once(ix)
     assert body(ix, turn) == "User: and staging?\n\nAssistant: us-east-2"
     assert ix.state.get_json(BACKFILL_DUE_KEY, "atlas") is None
-    stored = ix.state.get_json(LATE_MARK_KEY, "atlas")["checkpoints"]
-    assert all("|" not in key for _, _, key in stored)
+    for persona in ("atlas", "retired"):
+        stored = ix.state.get_json(LATE_MARK_KEY, persona)["checkpoints"]
+        assert all(key.startswith("k1:") for _, _, key in stored), persona
+    state_bytes = b"".join(p.read_bytes() for p in ix.state.path.parent.glob(ix.state.path.name + "*"))
+    assert token.encode().hex().upper().encode() not in state_bytes
+    assert not any(str(key).encode() in state_bytes for _, _, key in old)

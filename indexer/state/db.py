@@ -29,6 +29,7 @@ from peewee import (
 from indexer.core.build import BuildIdentity
 from indexer.core.errors import CliError
 from indexer.core.types import Document
+from indexer.state import install_key
 from indexer.state.private_turns import PrivateTurns, Visibility
 
 CURSOR_KEY = "memory_sessions_ledger_cursor_v1"
@@ -238,9 +239,12 @@ class StateDB:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._key: bytes | None = None
         self.db = SqliteDatabase(
             str(self.path),
-            pragmas={"journal_mode": "wal", "busy_timeout": 10000, "synchronous": "normal", "foreign_keys": 0},
+            # secure_delete: what a write replaces is zeroed, not left in free pages
+            pragmas={"journal_mode": "wal", "busy_timeout": 10000, "synchronous": "normal", "foreign_keys": 0,
+                     "secure_delete": 1},
             check_same_thread=False,
             timeout=10,
         )
@@ -264,6 +268,16 @@ class StateDB:
 
     def close(self) -> None:
         self.db.close()
+
+    def key(self) -> bytes:
+        """The index's secret key (``indexer.state.install_key``), in a file beside this one."""
+        if self._key is None:
+            self._key = install_key.load_or_create(self.path.with_name(self.path.name + ".key"))
+        return self._key
+
+    def truncate_wal(self) -> None:
+        """Checkpoint the WAL and truncate it: after rewriting what must not stay on disk."""
+        self.db.execute_sql("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def atomic(self):
         return self.db.atomic()
@@ -314,6 +328,11 @@ class StateDB:
     def set_build_identity(self, persona: str, identity: BuildIdentity) -> None:
         """Record a complete build (with the cursor, in the caller's transaction)."""
         self.set_json(INDEX_META_KEY, identity.as_dict(), persona)
+
+    def meta_scopes(self, key: str) -> list[str]:
+        """Every scope (persona) holding a meta row under ``key``."""
+        M = self.Meta
+        return [scope for (scope,) in M.select(M.scope).where(M.key == key).order_by(M.scope).tuples()]
 
     def get_json(self, key: str, scope: str = GLOBAL) -> dict | None:
         value = self.get_meta(key, scope)

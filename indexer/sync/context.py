@@ -118,6 +118,8 @@ class Indexer:
         #: documents a pass is writing until it records them (a private session's forks' copies)
         self.in_flight = WritesInFlight(self)
         self._kept_reader: tuple[LedgerReader, object] | None = None
+        #: the late-message marks of every persona were brought to today's layout (indexer.sync.late)
+        self.late_marks_converted = False
 
     @property
     def build_identity(self) -> BuildIdentity:

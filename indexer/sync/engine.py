@@ -376,7 +376,7 @@ def _walk_all(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaS
 
 def _backfill(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSummary,
               stop: threading.Event | None, progress: Progress | None) -> None:
-    mark = late.start(reader)  # a message after this reaches a turn it built: built again
+    mark = late.start(ix, reader)  # a message after this reaches a turn it built: built again
     with reader.snapshot():
         sessions = reader.sessions(persona=persona)
     _refresh_registry(ix, reader, persona, sessions, summary)
@@ -404,7 +404,7 @@ def _backfill(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaS
 
 def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSummary,
              stop: threading.Event | None, progress: Progress | None) -> None:
-    mark = late.start(reader)
+    mark = late.start(ix, reader)
     with reader.snapshot():
         sessions = reader.sessions(persona=persona)
     _refresh_registry(ix, reader, persona, sessions, summary)
@@ -650,6 +650,9 @@ def sync_once(
             _forget_replaced_source(ix, reader, targets)
         if identity and identity != known_identity:
             ix.state.set_meta(LEDGER_IDENTITY_KEY, identity)
+        if not ix.late_marks_converted:  # once a process: marks of an earlier layout, every persona's
+            late.convert_marks(ix)
+            ix.late_marks_converted = True
         plans = [_decide(ix, reader, persona, force=force) for persona in targets]
         if progress is not None:
             # Count the work of every persona before doing any: one total from the first second.

@@ -19,11 +19,12 @@ from dataclasses import dataclass
 import structlog
 
 from indexer.sync.context import Indexer
+from indexer.state.install_key import keyed_digest
 from ledger.reader import LedgerReader, row_digest
 
 log = structlog.get_logger("indexer.sync")
 
-#: per persona: ``{"checkpoints": [[rowid, message id, row key digest], ...]}``, ``messages`` rows its passes
+#: per persona: ``{"checkpoints": [[rowid, message id, keyed row digest], ...]}``, ``messages`` rows its passes
 #: had read, oldest first (``MAX_CHECKPOINTS``)
 LATE_MARK_KEY = "late_messages_mark_v1"
 MAX_CHECKPOINTS = 8
@@ -39,7 +40,8 @@ START_BACK = (0, 16, 256, 4096)
 #: back; cleared by the backfill (or a rebuild)
 BACKFILL_DUE_KEY = "backfill_due_v1"
 
-Checkpoint = tuple[int, "str | None", "str | None"]  # rowid, message id, digest of the row key (row_digest)
+Checkpoint = tuple[int, "str | None", "str | None"]  # rowid, message id, keyed digest of the row (_keyed)
+KEYED = "k1:"  # a row key digested with the index's key (earlier layouts: the raw key, a plain digest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,19 +63,38 @@ def _read(ix: Indexer, persona: str) -> LateMark | None:
     if not stored or not isinstance(stored.get("checkpoints"), list):
         return None
     try:
-        mark = LateMark(tuple((int(rowid), mid, _digest_of(key)) for rowid, mid, key in stored["checkpoints"]))
+        mark = LateMark(tuple((int(rowid), mid, _stored_key(ix, key)) for rowid, mid, key in stored["checkpoints"]))
     except (TypeError, ValueError):  # unreadable: start again from now
         return None
-    if mark.as_json() != stored:  # a mark of the first version held row keys, message bytes: never kept
+    if mark.as_json() != stored:  # an earlier layout: rewritten at once (it may hold message bytes)
         with ix.state.atomic():
             ix.state.set_json(LATE_MARK_KEY, mark.as_json(), persona)
     return mark
 
 
-def _digest_of(key: str | None) -> str | None:
-    """A stored row key as kept now: the first version of the mark stored the raw key (``|`` joins
-    its parts; a digest is hex), which the reader's digest of the same row equals once hashed."""
-    return row_digest(key) if isinstance(key, str) and "|" in key else key
+def _keyed(ix: Indexer, digest: str | None) -> str | None:
+    """A row's digest (:func:`ledger.reader.row_digest`) as stored: keyed with the index's key, since
+    a plain digest of a short message (a tool result's code) can be recovered by guessing."""
+    return None if digest is None else KEYED + keyed_digest(ix.state.key(), digest)
+
+
+def _stored_key(ix: Indexer, key: str | None) -> str | None:
+    """A stored row key in today's layout. Earlier layouts: the raw key (``|`` joins its parts: the
+    message's first and last bytes) and the plain digest; both convert without the ledger."""
+    if not isinstance(key, str) or key.startswith(KEYED):
+        return key
+    return _keyed(ix, row_digest(key) if "|" in key else key)
+
+
+def convert_marks(ix: Indexer) -> None:
+    """Rewrite every persona's mark of an earlier layout (also of personas no longer synced), then
+    truncate the WAL, which still held the old rows. Once a process: cheap, a few meta rows."""
+    converted = False
+    for persona in ix.state.meta_scopes(LATE_MARK_KEY):
+        before = ix.state.get_json(LATE_MARK_KEY, persona)
+        converted |= _read(ix, persona) is not None and ix.state.get_json(LATE_MARK_KEY, persona) != before
+    if converted:
+        ix.state.truncate_wal()
 
 
 def _thin(checkpoints: tuple[Checkpoint, ...]) -> tuple[Checkpoint, ...]:
@@ -86,12 +107,12 @@ def _thin(checkpoints: tuple[Checkpoint, ...]) -> tuple[Checkpoint, ...]:
     return tuple(kept)
 
 
-def start(reader: LedgerReader) -> LateMark:
+def start(ix: Indexer, reader: LedgerReader) -> LateMark:
     """Before a backfill or a rebuild reads the ledger (it builds every turn as it is): the mark to
     keep (:func:`keep`) in the transaction that records what it built — messages after it are late
     for that. Not before: an interrupted rebuild leaves the old index, and its mark, as they were."""
     with reader.snapshot():
-        return LateMark(tuple(reader.messages_checkpoints(START_BACK)))
+        return LateMark(tuple((r, m, _keyed(ix, d)) for r, m, d in reader.messages_checkpoints(START_BACK)))
 
 
 def late_turns(ix: Indexer, reader: LedgerReader, persona: str,
@@ -100,13 +121,15 @@ def late_turns(ix: Indexer, reader: LedgerReader, persona: str,
     mark to keep once they are written: :func:`keep`)."""
     stored = _read(ix, persona)
     with reader.snapshot():
-        (top,) = reader.messages_checkpoints()
+        ((top_rowid, top_id, top_digest),) = reader.messages_checkpoints()
+        top = (top_rowid, top_id, _keyed(ix, top_digest))
         if stored is None:  # an index from before this check: from now on
             return [], LateMark((top,))
         since, newest = None, len(stored.checkpoints) - 1
         for i in range(newest, -1, -1):
             rowid, mid, key = stored.checkpoints[i]
-            now_id, now_key = reader.message_at(rowid)
+            now_id, now_digest = reader.message_at(rowid)
+            now_key = _keyed(ix, now_digest)
             if now_id == mid:  # the rows up to it are the ones read; itself too unless it changed
                 since = rowid if now_key == key else rowid - 1
                 kept = (*stored.checkpoints[:i], (rowid, mid, now_key))  # read again once, not every pass
@@ -138,4 +161,4 @@ def keep(ix: Indexer, persona: str, mark: LateMark) -> None:
         ix.state.set_json(LATE_MARK_KEY, mark.as_json(), persona)
 
 
-__all__ = ["BACKFILL_DUE_KEY", "LATE_MARK_KEY", "LateMark", "keep", "late_turns", "start"]
+__all__ = ["BACKFILL_DUE_KEY", "LATE_MARK_KEY", "LateMark", "convert_marks", "keep", "late_turns", "start"]
