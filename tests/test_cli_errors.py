@@ -136,6 +136,64 @@ def test_a_project_label_the_api_would_refuse_is_refused_here_too(config_file, l
     assert "invalid session label" in line
 
 
+@pytest.mark.parametrize("name, shown", [("", "''"), ("p" * 257, repr("p" * 40)), ("a\x00b", "'a\\x00b'")])
+def test_a_project_name_the_api_would_refuse_is_refused_here_too_and_nothing_changes(config_file, tmp_path,
+                                                                                    name, shown):
+    line = one_line_error(run_cli("--config", str(config_file), "project", "add", name, "main"), 2)
+    assert line == f"ledger-indexer: invalid project name {shown}: 1 to 256 characters, no NUL"
+    assert not (tmp_path / "index").exists()  # refused before the state DB is opened
+
+
+def test_the_cli_and_the_api_share_the_name_rules():
+    from pydantic import TypeAdapter, ValidationError
+
+    from indexer.service.api.models import LABEL, PROJECT_NAME, Label, ProjectName
+
+    def api_allows(kind, value: str) -> bool:
+        try:
+            TypeAdapter(kind).validate_python(value)
+        except ValidationError:
+            return False
+        return True
+
+    samples = ["", " ", "p", "p" * 256, "p" * 257, "l" * 1024, "l" * 1025, "a\x00b", "ünï 🙂"]
+    for rule, kind in ((PROJECT_NAME, ProjectName), (LABEL, Label)):
+        assert [rule.allows(v) for v in samples] == [api_allows(kind, v) for v in samples], rule.what
+
+
+def test_a_session_label_the_api_would_refuse_is_refused_by_session_visibility(config_file):
+    line = one_line_error(run_cli("--config", str(config_file), "session", "visibility", "", "private"), 2)
+    assert line == "ledger-indexer: invalid session label '': 1 to 1024 characters"
+
+
+NOT_UTF8 = "ledger-indexer: argument {}: not valid UTF-8 ({}): give it as UTF-8 text (see `ledger-indexer --help`)"
+
+
+@pytest.mark.parametrize("args, name, shown", [
+    (["get", "x\udcff", "--persona", "atlas"], "path", r"b'x\xff'"),
+    (["get", "x", "--persona", "atlas\udcff"], "--persona", r"b'atlas\xff'"),
+    (["reindex", "--persona", "a\udcff"], "--persona", r"b'a\xff'"),
+    (["sync", "--persona", "atlas", "--persona", "n\udcffova"], "--persona", r"b'n\xffova'"),
+    (["project", "add", "p\udcff", "main"], "name", r"b'p\xff'"),
+    (["project", "add", "p", "main", "ma\udcffin"], "SESSION_LABEL", r"b'ma\xffin'"),
+    (["session", "visibility", "ma\udcffin", "private"], "label", r"b'ma\xffin'"),
+    (["mcp", "--persona", "atlas", "--session", "ma\udcffin"], "--session", r"b'ma\xffin'"),
+    (["search", "x", "--persona", "atlas", "--session", "a\udcff"], "--session", r"b'a\xff'"),
+    (["search", "x\udcff", "--persona", "atlas"], "query", r"b'x\xff'"),
+])
+def test_an_argument_that_is_not_utf8_is_a_one_line_usage_error(config_file, args, name, shown):
+    line = one_line_error(run_cli("--config", str(config_file), *args), 2)
+    assert line == NOT_UTF8.format(name, shown)
+
+
+def test_a_file_name_that_is_not_utf8_is_still_a_file_name(tmp_path):
+    demo = tmp_path / "d\udcff"  # a POSIX file name is bytes: this one opens
+    assert run_cli("demo", "--dir", str(demo)).returncode == 0
+    status = run_cli("--config", str(demo / "ledger-indexer.toml"), "status")
+    assert (status.returncode, status.stderr.strip()) == (
+        1, f"ledger-indexer: no index at {demo / 'index'}: run `ledger-indexer sync` or start the daemon")
+
+
 def test_demo_into_an_existing_folder_keeps_what_is_there(tmp_path):
     demo = tmp_path / "demo"
     assert run_cli("demo", "--dir", str(demo)).returncode == 0

@@ -43,6 +43,32 @@ def test_a_principal_is_checked_when_made(kwargs, message):
         McpPrincipal(**kwargs)
 
 
+NOT_UTF8 = "is not valid UTF-8 text (it holds a lone surrogate, the mark of an undecodable byte): give it as UTF-8"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"persona": "atlas", "session": "ma\udcffin"}, f"session {NOT_UTF8}"),
+    ({"persona": "a\udcff"}, f"persona {NOT_UTF8}"),
+])
+def test_a_principal_that_is_not_utf8_is_refused_when_made(kwargs, message):
+    with pytest.raises(ValueError) as info:
+        McpPrincipal(**kwargs)
+    assert str(info.value) == message
+
+
+def test_a_principal_whose_session_holds_nul_is_taken_as_the_api_takes_it():
+    assert McpPrincipal("atlas", "nul\x00label", "session").session == "nul\x00label"
+
+
+def test_mcp_over_stdio_refuses_a_session_that_is_not_utf8_at_start_up():
+    from indexer.cli.mcp import run_mcp
+    from indexer.core.errors import CliError
+
+    with pytest.raises(CliError) as info:
+        run_mcp(load_config(None, env={}), persona="atlas", session="ma\udcffin", scope="persona")
+    assert (info.value.code, str(info.value)) == (2, f"mcp: session {NOT_UTF8}")
+
+
 def test_the_search_runs_with_the_principals_persona_session_and_scope():
     me = McpPrincipal("atlas", "main", "project")
     request = search_request(me, parse_args("memory_search", SearchArgs, {"query": "jwt", "scope": "session",
@@ -122,6 +148,15 @@ def test_a_bad_token_file_line_is_named_and_the_token_never_shown(tmp_path, line
     assert TOKEN not in message and "\n" not in message
 
 
+def test_a_token_file_line_that_is_not_utf8_stops_start_up_naming_the_line_not_the_value(tmp_path):
+    path = tmp_path / "tokens.jsonl"
+    path.write_text(f'{{"token": "{TOKEN}", "persona": "atlas"}}\n'
+                    f'{{"token": "{TOKEN}-2", "persona": "atlas", "session": "secret\\udcffsession"}}\n')
+    with pytest.raises(TokenFileError) as info:
+        load_token_file(path)
+    assert str(info.value) == f"[mcp] token_file {path} line 2: session {NOT_UTF8}"
+
+
 def test_an_unreadable_or_empty_token_file(tmp_path):
     with pytest.raises(TokenFileError, match="cannot read it"):
         load_token_file(tmp_path / "missing.jsonl")
@@ -174,3 +209,39 @@ def test_a_search_the_searcher_refuses_is_refused_as_an_argument_not_an_internal
     args = parse_args("memory_search", SearchArgs, {"query": " \t\n "}, McpPrincipal("atlas"))
     with pytest.raises(ToolFailure, match=r"^memory_search: invalid argument 'query': query is blank$"):
         search_request(McpPrincipal("atlas"), args)
+
+
+def test_mcp_over_http_answers_post_only_a_get_is_405_not_an_endless_stream(tmp_path):
+    """Stateless MCP sends nothing unasked: a GET (a client opening the server's event stream) is
+    405 with ``Allow: POST``, at once, as are HEAD, DELETE and PUT; POST still reaches the SDK."""
+    import json
+
+    import httpx
+
+    from indexer.service.api import ApiServer, create_app
+    from indexer.service.mcp_http import mount_mcp
+
+    path = tmp_path / "tokens.jsonl"
+    path.write_text(f'{{"token": "{TOKEN}", "persona": "atlas"}}\n')
+    app = create_app(object(), admin_token=None)
+    assert mount_mcp(app, object(), lambda: None, load_token_file(path), host="127.0.0.1") is True
+    server = ApiServer(app, "127.0.0.1", 0, lifespan="on")
+    server.start()
+    headers = {"Authorization": f"Bearer {TOKEN}", "Accept": "application/json, text/event-stream"}
+    try:
+        for method in ("GET", "HEAD", "DELETE", "PUT"):
+            with httpx.stream(method, server.url + "/mcp", headers=headers, timeout=10) as answer:
+                status, allow = answer.status_code, answer.headers.get("allow")
+                body = answer.read() if status == 405 else b""  # an event stream would never end: not read
+            assert (status, allow) == (405, "POST"), method
+            expected = b"" if method == "HEAD" else {
+                "error": f"method {method} not allowed here; allowed: POST (MCP here is stateless: each call is one "
+                         "POST and its answer; there is no stream to open and no session to end)"}
+            assert (json.loads(body) if body else b"") == expected
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+        answer = httpx.post(server.url + "/mcp", json=init, headers=headers, timeout=10)
+        assert (answer.status_code, answer.json()["id"]) == (200, 1)
+        assert httpx.post(server.url + "/mcp", json=init, timeout=10).status_code == 401  # no token
+    finally:
+        server.stop()

@@ -11,8 +11,12 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from indexer.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CliError, defer_logging, ensure_logging
+
+if TYPE_CHECKING:  # imported when a command needs it: FastAPI comes with it
+    from indexer.service.api.models import TextRule
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 # Answered by a running daemon when one holds the index: logging is set up only if
@@ -133,6 +137,52 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+# File names: a POSIX name is bytes, and one that is not UTF-8 still opens (Python hands its bytes back).
+_FILE_ARGUMENTS = frozenset({"config", "dir", "batch"})
+
+
+def _is_utf8(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: Python's stand-in for a byte of argv that is not UTF-8
+        return False
+    return True
+
+
+def _argument_names(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, str]:
+    """dest → the name usage errors give it (``--persona``, ``SESSION_LABEL``), through the chosen subcommands."""
+    names: dict[str, str] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(args, action.dest, None))
+            if chosen is not None:
+                names.update({k: v for k, v in _argument_names(chosen, args).items() if k not in names})
+        else:
+            names.setdefault(action.dest, "/".join(action.option_strings) or action.metavar or action.dest)
+    return names
+
+
+def _not_utf8(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str | None:
+    """The usage error for the first argument that is not UTF-8 text (a persona, a label, a query, a
+    document path: they are stored, sent and logged as UTF-8), None when every one is."""
+    names = _argument_names(parser, args)
+    for dest, value in vars(args).items():
+        if dest in _FILE_ARGUMENTS:
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str) and not _is_utf8(item):
+                return f"argument {names.get(dest, dest)}: not valid UTF-8 ({_shown(item)}): give it as UTF-8 text"
+    return None
+
+
+def _shown(value: str) -> str:
+    """The bytes the argument had (``b'a\\xff'``), ASCII-escaped: safe on any terminal."""
+    try:
+        return repr(value.encode("utf-8", "surrogateescape"))
+    except UnicodeEncodeError:  # a surrogate no byte stands for (not from argv)
+        return ascii(value)
+
+
 def _config(args):
     from indexer.runtime.config import ConfigError, load_config
 
@@ -210,18 +260,30 @@ def cmd_get(args) -> int:
                    as_json=args.json)
 
 
+def _check_names(*checks: tuple[TextRule, str]) -> None:
+    """Each (rule, value) by the HTTP API's own rule (``indexer.service.api.models.TextRule``): the
+    same names are refused here as there, before the config is read or anything changes."""
+    for rule, value in checks:
+        refusal = rule.refusal(value)
+        if refusal is not None:
+            raise CliError(refusal, EXIT_USAGE)
+
+
 def cmd_project(args) -> int:
     from indexer.cli.commands import run_project
 
-    for label in getattr(args, "labels", None) or []:  # the API's rule for a label, here too
-        if not label or len(label) > 1024 or "\x00" in label:
-            raise CliError(f"invalid session label {label[:40]!r}: 1 to 1024 characters, no NUL", EXIT_USAGE)
+    if args.action != "list":
+        from indexer.service.api.models import LABEL, PROJECT_NAME
+
+        _check_names((PROJECT_NAME, args.name), *((LABEL, label) for label in args.labels))
     return run_project(_config(args), args)
 
 
 def cmd_session(args) -> int:
     from indexer.cli.commands import run_visibility
+    from indexer.service.api.models import LABEL
 
+    _check_names((LABEL, args.label))
     return run_visibility(_config(args), args.label, args.visibility)
 
 
@@ -261,7 +323,11 @@ def main(argv: list[str] | None = None) -> int:
     # every new table; our own structured events say what matters.
     os.environ.setdefault("LANCEDB_LOG", "error")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    not_utf8 = _not_utf8(parser, args)
+    if not_utf8 is not None:
+        parser.error(not_utf8)
     stream = sys.stdout if args.command in ("run", "serve") else sys.stderr
 
     def setup_logging() -> None:

@@ -16,6 +16,10 @@ stops start-up with the file, the line and the reason (never the token).
 No token file configured: ``/mcp`` answers 404 with a message (no access for
 anyone). No token, or an unknown one: 401. Tokens are compared in constant
 time and never logged. The MCP SDK is imported only when tokens are configured.
+
+Stateless: each call is one POST and its answer. Any other method (a GET that
+would open an event stream, a DELETE that would end a session) is answered 405
+with ``Allow: POST``.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ log = structlog.get_logger("indexer.mcp")
 MCP_PATH = "/mcp"
 MIN_TOKEN_CHARS = 16
 _KEYS = ("token", "persona", "session", "max_scope", "name")
+STATELESS_NOTE = ("MCP here is stateless: each call is one POST and its answer; there is no stream to open and "
+                  "no session to end")
 DISABLED = ("MCP over HTTP is off on this daemon: set [mcp] token_file (see README \"MCP\"), or run "
             "`ledger-indexer mcp --persona P` over stdio")
 
@@ -187,6 +193,27 @@ async def _disabled(request) -> Any:
     return JSONResponse({"error": DISABLED}, status_code=404)
 
 
+class _PostOnly:
+    """The SDK's stateless streamable-HTTP app for POST; every other method is answered 405 with
+    ``Allow: POST``. Stateless MCP sends nothing unasked and keeps no session: the SDK would
+    answer a GET with an event stream that never carries a message nor ends (the spec's answer
+    for a server without that stream is 405), and a DELETE with 405 without ``Allow``. The MCP
+    SDK has no option for this (mcp 2.3: ``streamable_http_app`` takes none). An ASGI class, not
+    a function: Starlette's ``Route`` calls a function endpoint with a request."""
+
+    def __init__(self, asgi: Callable) -> None:
+        self.asgi = asgi
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http" or scope["method"] == "POST":
+            await self.asgi(scope, receive, send)
+            return
+        from starlette.responses import JSONResponse
+
+        message = f"method {scope['method']} not allowed here; allowed: POST ({STATELESS_NOTE})"
+        await JSONResponse({"error": message}, status_code=405, headers={"Allow": "POST"})(scope, receive, send)
+
+
 def mount_mcp(app, backend, state: Callable[[], Any], tokens: TokenTable | None, *, host: str) -> bool:
     """Serve MCP at ``/mcp`` on the daemon's FastAPI ``app`` (after its routes), answered by
     ``backend`` (an ``ApiBackend``: the daemon) with ``state()`` for the narrowed scopes.
@@ -209,7 +236,8 @@ def mount_mcp(app, backend, state: Callable[[], Any], tokens: TokenTable | None,
                           auth=AuthSettings(issuer_url="https://auth.invalid", resource_server_url=None))
     asgi = server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True,
                                       transport_security=_transport_security(host))
-    app.router.routes.append(Route(MCP_PATH, asgi, include_in_schema=False))
+    # Stateless: no stream for a GET to open, no session for a DELETE to end (see _PostOnly).
+    app.router.routes.append(Route(MCP_PATH, _PostOnly(asgi), include_in_schema=False))
     inner = app.router.lifespan_context
 
     @contextlib.asynccontextmanager

@@ -29,7 +29,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from indexer.core.errors import first_invalid
 from indexer.core.scopes import Scope, resolve
 from indexer.search.searcher import MAX_QUERY_CHARS, SearchRequest
-from indexer.service.api.models import GetResponseModel, SearchResponseModel
+from indexer.service.api.models import LABEL, PERSONA, GetResponseModel, SearchResponseModel
 
 SEARCH_TOOL = "memory_search"
 GET_TOOL = "memory_get"
@@ -49,11 +49,23 @@ class ToolFailure(Exception):
         self.reason = reason
 
 
+def _is_utf8(value: str) -> bool:
+    """False for a string holding a lone surrogate (what Python makes of a byte that is not UTF-8)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 @dataclass(frozen=True, slots=True)
 class McpPrincipal:
     """Who the tools answer for: one persona, optionally the caller's session, and the widest scope.
 
-    ``max_scope`` ``project`` or ``session`` needs a ``session`` (they are relative to it).
+    ``max_scope`` ``project`` or ``session`` needs a ``session`` (they are relative to it). The
+    persona and the session follow the HTTP API's rules (the session is any label, NUL included)
+    and must be UTF-8 text: a lone surrogate (an undecodable byte of a non-UTF-8 argument or a
+    ``"\\udcff"`` escape in the token file) would fail every call, so it is refused here, at start-up.
     ``name`` only labels log events (a token's name); it grants nothing.
     """
 
@@ -63,12 +75,14 @@ class McpPrincipal:
     name: str = ""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.persona, str) or not self.persona.strip() or len(self.persona) > 256 \
-                or "\x00" in self.persona:
-            raise ValueError("persona must be 1 to 256 characters, not blank, without NUL")
-        if self.session is not None and (not isinstance(self.session, str) or not self.session
-                                         or len(self.session) > 1024 or "\x00" in self.session):
-            raise ValueError("session must be 1 to 1024 characters without NUL")
+        if not isinstance(self.persona, str) or not self.persona.strip() or not PERSONA.allows(self.persona):
+            raise ValueError(f"persona must be {PERSONA.describe()}, not blank")
+        if self.session is not None and (not isinstance(self.session, str) or not LABEL.allows(self.session)):
+            raise ValueError(f"session must be {LABEL.describe()}")
+        for what, value in (("persona", self.persona), ("session", self.session)):
+            if value is not None and not _is_utf8(value):
+                raise ValueError(f"{what} is not valid UTF-8 text (it holds a lone surrogate, the mark of an "
+                                 "undecodable byte): give it as UTF-8")
         try:
             object.__setattr__(self, "max_scope", Scope(self.max_scope))
         except ValueError:

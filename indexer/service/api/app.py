@@ -10,6 +10,7 @@ from fastapi import Body, FastAPI, Query, Request, Security
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
@@ -143,7 +144,7 @@ def create_app(backend: ApiBackend, *, admin_token: str | None, max_request_byte
     # Outermost last: the request log sees every answer, including the middlewares' 401/403/413.
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_request_bytes)
     app.add_middleware(AdminAuthMiddleware, token=token)  # before the body is read or parsed
-    app.add_middleware(RequestLogMiddleware, metrics=metrics)
+    app.add_middleware(RequestLogMiddleware, metrics=metrics, router=app.router)
     if bind_host is not None:  # outermost: a rebinding page gets nothing, not even a log line's worth of work
         app.add_middleware(HostCheckMiddleware, allowed=allowed_host_names(bind_host))
 
@@ -177,7 +178,7 @@ def create_app(backend: ApiBackend, *, admin_token: str | None, max_request_byte
 
     @app.exception_handler(Exception)
     async def _on_bug(request: Request, exc: Exception) -> JSONResponse:
-        log.error("api.internal_error", method=request.method, route=_route_label(request.scope),
+        log.error("api.internal_error", method=request.method, route=_route_label(request.scope, app.router.routes),
                   error_type=type(exc).__name__,
                   exc_info=exc)
         return _error(500, "internal error (see the daemon log)")
@@ -262,10 +263,6 @@ def create_app(backend: ApiBackend, *, admin_token: str | None, max_request_byte
         return JSONResponse({"status": "starting"}, status_code=503,
                             headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
 
-    # HEAD for probes and load balancers that check liveness without a body (not in the schema).
-    app.add_api_route("/healthz", healthz, methods=["HEAD"], include_in_schema=False)
-    app.add_api_route("/readyz", readyz, methods=["HEAD"], include_in_schema=False)
-
     @app.get("/metrics", tags=["operations"], summary="Prometheus metrics (text exposition format)",
              responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
                               "description": "Prometheus text format."}})
@@ -324,7 +321,18 @@ def create_app(backend: ApiBackend, *, admin_token: str | None, max_request_byte
                                 "(it is case-sensitive)")
         return _json(VisibilityResponse(label=body.label, visibility=body.visibility))
 
+    _answer_head(app)
     return app
+
+
+def _answer_head(app: FastAPI) -> None:
+    """HEAD wherever GET is served: the same endpoint, dependencies (the admin check) and headers;
+    the server sends no body (HTTP says a HEAD answer has none). Probes, load balancers and
+    link checkers ask HEAD; FastAPI routes answer GET only. Not in the schema: it mirrors GET."""
+    for route in list(app.router.routes):
+        if isinstance(route, APIRoute) and "GET" in route.methods and "HEAD" not in route.methods:
+            app.add_api_route(route.path, route.endpoint, methods=["HEAD"], dependencies=route.dependencies,
+                              response_model=None, include_in_schema=False)
 
 
 DOCS_ASSETS = "/docs/assets"

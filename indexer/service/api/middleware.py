@@ -5,7 +5,7 @@ from __future__ import annotations
 import hmac
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import structlog
@@ -158,11 +158,14 @@ class AdminAuthMiddleware:
 
 class RequestLogMiddleware:
     """Counts every answer in ``ledger_indexer_http_requests_total{route,status}`` and logs it at
-    debug: method, route template (never the raw path or query string), status, duration."""
+    debug: method, route template (never the raw path or query string), status, duration.
+    ``router``: the app's router, whose routes name the mounts and plain routes (see
+    :func:`_route_label`)."""
 
-    def __init__(self, app: Any, metrics: Metrics) -> None:
+    def __init__(self, app: Any, metrics: Metrics, router: Any = None) -> None:
         self.app = app
         self.metrics = metrics
+        self.router = router
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
@@ -180,19 +183,29 @@ class RequestLogMiddleware:
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
-            route = _route_label(scope)
+            route = _route_label(scope, getattr(self.router, "routes", ()))
             self.metrics.observe_request(route, status)
             log.debug("api.request", method=scope.get("method"), route=route, status=status,
                       duration_ms=round((time.perf_counter() - started) * 1000, 2))
 
 
-def _route_label(scope: dict) -> str:
-    """The route template (bounded label set), never the raw path of an unmatched request."""
-    route = getattr(scope.get("route"), "path", None)
-    if route:
-        return route
-    if scope.get("endpoint") is not None:  # plain Starlette routes (/openapi.json, /docs): no parameters
-        return scope.get("path", "unmatched")
-    return "unmatched"
+UNMATCHED = "unmatched"
 
 
+def _route_label(scope: dict, routes: Sequence[Any] = ()) -> str:
+    """A label from a bounded set, never the raw path of a request.
+
+    An API route's template (``/v1/memory_get``); a mount's prefix for every path under it, found
+    or not (``/docs/assets``: one label, however many file names a client tries); a plain route's
+    path (``/openapi.json``, ``/mcp``: they take no parameters). Anything else — no route matched,
+    or a middleware answered before routing — is :data:`UNMATCHED`."""
+    template = getattr(scope.get("route"), "path", None)
+    if template:
+        return template
+    endpoint = scope.get("endpoint")
+    if endpoint is None:
+        return UNMATCHED
+    for route in routes:  # the endpoint a mount or a plain route put in the scope names that route
+        if endpoint is getattr(route, "app", None) or endpoint is getattr(route, "endpoint", None):
+            return route.path
+    return UNMATCHED

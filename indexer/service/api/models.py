@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import Path
@@ -35,15 +36,48 @@ def _json_int(value: Any) -> Any:
     return value
 
 
-def _text(max_length: int) -> Any:
-    return Field(min_length=1, max_length=max_length, json_schema_extra={"pattern": _NO_NUL})
+@dataclass(frozen=True, slots=True)
+class TextRule:
+    """What a name may be: 1 to ``max_length`` characters, NUL only where ``nul``. One definition
+    for the API's models below and the CLI's own checks (``indexer.cli.main``)."""
+
+    what: str
+    max_length: int
+    nul: bool = False
+
+    def describe(self) -> str:
+        return f"1 to {self.max_length} characters" + ("" if self.nul else ", no NUL")
+
+    def allows(self, value: str) -> bool:
+        return 0 < len(value) <= self.max_length and (self.nul or "\x00" not in value)
+
+    def refusal(self, value: str) -> str | None:
+        """None when ``value`` is allowed, else one line naming it (its first 40 characters) and the rule."""
+        return None if self.allows(value) else f"invalid {self.what} {value[:40]!r}: {self.describe()}"
+
+    def schema(self) -> dict[str, str] | None:
+        return None if self.nul else {"pattern": _NO_NUL}
 
 
-Persona = Annotated[str, _text(256), AfterValidator(_no_nul)]
-Label = Annotated[str, _text(1024), AfterValidator(_no_nul)]
-ProjectName = Annotated[str, Path(min_length=1, max_length=256, json_schema_extra={"pattern": _NO_NUL},
-                                  description="Project name."), AfterValidator(_no_nul)]
-DocPath = Annotated[str, _text(4096), AfterValidator(_no_nul)]
+PERSONA = TextRule("persona", 256)
+# A session label is any string of the ledger, NUL included (ARCHITECTURE.md "Document contract"):
+# the state DB, LanceDB filters (exporters.lancedb.sql_str), the QMD export (safe_segment) and the
+# logs take it as it is, so the API takes it too.
+LABEL = TextRule("session label", 1024, nul=True)
+PROJECT_NAME = TextRule("project name", 256)
+DOC_PATH = TextRule("path", 4096)
+
+
+def _text(rule: TextRule) -> Any:
+    return Field(min_length=1, max_length=rule.max_length, json_schema_extra=rule.schema())
+
+
+Persona = Annotated[str, _text(PERSONA), AfterValidator(_no_nul)]
+Label = Annotated[str, _text(LABEL)]
+ProjectName = Annotated[str, Path(min_length=1, max_length=PROJECT_NAME.max_length,
+                                  json_schema_extra=PROJECT_NAME.schema(), description="Project name."),
+                        AfterValidator(_no_nul)]
+DocPath = Annotated[str, _text(DOC_PATH), AfterValidator(_no_nul)]
 
 
 class SearchRequestBody(SearchRequest):
@@ -51,7 +85,7 @@ class SearchRequestBody(SearchRequest):
 
     Same fields, defaults and validators, but without pydantic's lax coercions
     (``"6"`` or ``6.0`` for ``max_results``, ``false`` for ``min_score`` are
-    refused, not silently converted), no NUL in ``persona``/``session``, and
+    refused, not silently converted), no NUL in ``persona`` (``session`` is any label), and
     the query rule (a non-blank character, no NUL) written into the schema so
     that /openapi.json states what the server enforces. The endpoint hands the
     backend a plain ``SearchRequest`` built from it.
@@ -67,9 +101,8 @@ class SearchRequestBody(SearchRequest):
                        description="Free text: at least one non-blank character, no NUL.",
                        json_schema_extra={"pattern": r"^[^\x00]*[^\s\x00][^\x00]*$"})
     persona: Persona = Field(description="The ledger's persona_id.")
-    session: Annotated[str, Field(max_length=1024, json_schema_extra={"pattern": _NO_NUL}),
-                       AfterValidator(_no_nul)] | None = Field(
-        None, description="The caller's session label (needed by the session and project scopes).")
+    session: Annotated[str, Field(max_length=LABEL.max_length)] | None = Field(
+        None, description="The caller's session label, verbatim (needed by the session and project scopes).")
     scope: Annotated[Scope, Field(strict=False)] = Scope.PERSONA  # strict enums would refuse their JSON strings
     # JSON Schema's "integer" includes 18.0; lax int takes it (and refuses 18.5), _json_int refuses "18" and true.
     max_results: Annotated[int, Field(ge=1, le=100, strict=False), BeforeValidator(_json_int)] = 6
