@@ -88,3 +88,38 @@ def test_a_memory_file_that_cannot_be_read_keeps_its_indexed_document(writer, co
             p for p in sink.paths("atlas") if p.startswith("memory/")}
     finally:
         ix.close()
+
+
+def test_a_rebuild_carries_over_the_document_of_a_memory_file_it_cannot_read(writer, config_factory, tmp_path):
+    """A rebuild replaces the whole set: the document of a file there but not readable (here: past the
+    size limit) is carried over from the live sinks, the same text, so a later pass skips it by hash."""
+    from fake_embedder import FakeEmbedder
+
+    from indexer.sync import memory_source
+    from indexer.sync.context import build_sinks
+
+    writer.turn("main", user="hello", assistant="hi")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    note = ws / "MEMORY.md"
+    note.write_text("# Atlas\ndecided: canary first\n")
+    config = config_factory(memory={"atlas": [str(note)]}, sinks=("lancedb", "qmd"))
+    ix = Indexer(config, sinks=build_sinks(config, embedder=FakeEmbedder()), redact=lambda s: s,
+                 redaction_version="t")
+    try:
+        sync_once(ix)
+        before = ix.state.file("atlas", "memory/MEMORY.md").content_hash
+        note.write_text("# Atlas\n" + "x" * 100 + "\n")
+        limit = memory_source.MAX_MEMORY_FILE_BYTES
+        memory_source.MAX_MEMORY_FILE_BYTES = 50
+        try:
+            assert sync_once(ix, force=True).personas["atlas"].mode == "rebuild"
+        finally:
+            memory_source.MAX_MEMORY_FILE_BYTES = limit
+        for sink in ix.sinks:
+            assert sink.read("atlas", "memory/MEMORY.md") == "# Atlas\ndecided: canary first", sink.name
+        assert ix.state.file("atlas", "memory/MEMORY.md").content_hash == before
+        sync_once(ix)  # readable again: its new text replaces it
+        assert ix.sinks[1].read("atlas", "memory/MEMORY.md") == "# Atlas\n" + "x" * 100
+    finally:
+        ix.close()

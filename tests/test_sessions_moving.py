@@ -249,3 +249,26 @@ def test_a_changed_bad_turn_whose_rebuild_failed_is_retried_by_the_next_pass(wri
     sync_once(ix)  # the ledger files unchanged since
     assert ix.state.bad_list("atlas") == []
     assert sink.paths("atlas") == expected_paths(ledger_path, "atlas")
+
+
+def test_many_sessions_arriving_at_once_are_built_in_batches(writer, indexer, ledger_path, monkeypatch):
+    """A whole persona merged into another: its sessions are built (and committed) a batch at a time."""
+    from indexer.sync import engine
+
+    for i in range(engine.SESSIONS_PER_BATCH + 7):
+        writer.turn(f"s{i:03d}", user=f"question {i}", assistant=f"answer {i}")
+    writer.turn("own", persona="nova", user="nova's own session", assistant="ok")
+    ix = indexer(ledger={"personas": ["nova"]})
+    sync_once(ix)
+    writer.execute("UPDATE sessions SET persona_id = 'nova' WHERE label LIKE 's%'")
+    sizes: list[int] = []
+    real = engine.build_sessions
+
+    def counted(ix, reader, persona, sessions, **kw):
+        sizes.append(len(sessions))
+        return real(ix, reader, persona, sessions, **kw)
+
+    monkeypatch.setattr(engine, "build_sessions", counted)
+    sync_once(ix)
+    assert sizes[:2] == [engine.SESSIONS_PER_BATCH, 7]
+    assert ix.sinks[0].paths("nova") == expected_paths(ledger_path, "nova")

@@ -249,13 +249,17 @@ def _retry_bad(ix: Indexer, reader: LedgerReader, persona: str, summary: Persona
 def _build_now(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSummary, labels: Sequence[str],
                stop: threading.Event | None, progress: Progress | None) -> None:
     """Build ``labels`` (live sessions of ``persona``) now: every turn not indexed for them yet,
-    and their bad turns."""
-    with reader.snapshot():
-        current = [s for s in reader.sessions(labels=labels, persona=persona) if s.status != "deleted"]
-        built = build_sessions(ix, reader, persona, current, only_new=True)
-    write_in_parts(ix, persona, built.docs, live_targets(ix, persona), summary, skip_unchanged=True, stop=stop,
-                    progress=progress)
-    _commit_state(ix, persona, summary, built, set(), None)
+    and their bad turns. In batches of SESSIONS_PER_BATCH (a whole persona may arrive at once)."""
+    labels = sorted(set(labels))
+    for start in range(0, len(labels), SESSIONS_PER_BATCH):
+        check_stop(stop)
+        with reader.snapshot():
+            current = [s for s in reader.sessions(labels=labels[start:start + SESSIONS_PER_BATCH], persona=persona)
+                       if s.status != "deleted"]
+            built = build_sessions(ix, reader, persona, current, only_new=True)
+        write_in_parts(ix, persona, built.docs, live_targets(ix, persona), summary, skip_unchanged=True,
+                       stop=stop, progress=progress)
+        _commit_state(ix, persona, summary, built, set(), None)
 
 
 def _write_owed(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSummary, deleted: set[str],

@@ -60,7 +60,20 @@ class MemorySource:
         return tuple(self.ix.config.memory.get(persona, ()))
 
     def documents(self, persona: str) -> list[Document]:
-        return self._scan(persona)[0]
+        """The persona's whole memory set, for a rebuild (which replaces every document): the files
+        read, and for a file there but not read its document indexed before, carried over from a sink
+        that holds it (its text is the redacted text indexed then)."""
+        docs, skipped = self._scan(persona)
+        for path in sorted(skipped & self.ix.state.paths(persona, source=Source.MEMORY.value)):
+            text = next((t for sink in self.ix.sinks if (t := sink.read(persona, path)) is not None), None)
+            if text is None:
+                log.warning("memory.not_carried_over", persona=persona, path=path,
+                            action="the file is unreadable and no sink holds its text: it returns once readable")
+                continue
+            record = self.ix.state.file(persona, path)
+            docs.append(_memory_document(persona, path, text, Path(path).name,
+                                         record.updated_at if record is not None else 0))
+        return docs
 
     def _scan(self, persona: str) -> tuple[list[Document], set[str]]:
         """(the documents of the files read, the index paths of files there but not read: unreadable or
@@ -109,12 +122,7 @@ class MemorySource:
         text = self.ix.redact(raw.replace("\r\n", "\n")).rstrip("\n")
         if not text.strip():
             return None
-        title = next((ln.lstrip("#").strip() for ln in text.split("\n") if ln.startswith("#")), file.name)
-        return Document(
-            path=path, source=Source.MEMORY, persona=persona, session=None, turn_id=None,
-            kind=DocKind.MEMORY, title=title[:200], text=text, body=text, content_hash=content_hash(text),
-            timestamp_ms=int(stat.st_mtime * 1000), body_start_line=1,
-        )
+        return _memory_document(persona, path, text, file.name, int(stat.st_mtime * 1000))
 
     def sync(self, persona: str) -> int:
         """Index changed memory files, drop removed ones. Returns documents written."""
@@ -137,3 +145,13 @@ class MemorySource:
         if changed or gone:
             log.info("memory.synced", persona=persona, written=len(changed), removed=len(gone))
         return len(changed)
+
+
+def _memory_document(persona: str, path: str, text: str, name: str, timestamp_ms: int) -> Document:
+    """The document of a memory file's (redacted) text; titled by its first heading, else its name."""
+    title = next((ln.lstrip("#").strip() for ln in text.split("\n") if ln.startswith("#")), name)
+    return Document(
+        path=path, source=Source.MEMORY, persona=persona, session=None, turn_id=None,
+        kind=DocKind.MEMORY, title=title[:200], text=text, body=text, content_hash=content_hash(text),
+        timestamp_ms=timestamp_ms, body_start_line=1,
+    )
