@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from .detectors import _MARKER, _NAME_CHARS, Candidate, _in_marker, _masked
+from .detectors import _NAME_CHARS, LINE_END, NEXT_LINE, Candidate, _masked
 from .entropy import is_code_reference, looks_like_password, looks_like_token
 
 # --------------------------------------------------------------------------
@@ -45,11 +45,21 @@ _OPVAL_RE = re.compile(
           |(?P<uq>[^\s"'`,;)}\]\[<>\\(]{1,2000}))""",
     re.VERBOSE,
 )
+# "Password:" ending its line, the value alone on the next non-empty line.
+# Only ":" (a label): "DB_PASSWORD=" on its own line is an empty env value,
+# and the next line is another statement. The value is one item, never a
+# nested "key: value" or list line (those hold spaces).
+_NEXT_VALUE_RE = re.compile(
+    r"""(?:\\?["'`]\]?|\])?[ \t]*(?P<op>:)(?P<stars>\*{0,3})""" + NEXT_LINE
+    + r"""(?:"(?P<dq>[^"\n\\]{1,512})"|'(?P<sq>[^'\n\\]{1,512})'|(?P<uq>[^\s"'`,;)}\]\[<>\\(]{1,512}))"""
+    + LINE_END
+)
 # <add key="Password" value="..."/> (NuGet, .NET appSettings)
 _XML_ATTR_RE = re.compile(r"""\\?["'][ \t]+value[ \t]*=[ \t]*(?:"(?P<dq>[^"\n]{1,2000})"|'(?P<sq>[^'\n]{1,2000})')""")
 # <password>...</password>
 _XML_ELEM_RE = re.compile(r">(?P<v>[^<\n]{1,2000})</")
-ASSIGNMENT_PATTERNS = (_OPVAL_RE.pattern, _XML_ATTR_RE.pattern, _XML_ELEM_RE.pattern) + SECRET_ANCHORS
+ASSIGNMENT_PATTERNS = (_OPVAL_RE.pattern, _NEXT_VALUE_RE.pattern, _XML_ATTR_RE.pattern,
+                       _XML_ELEM_RE.pattern) + SECRET_ANCHORS
 
 _NAME_WORD_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
@@ -219,6 +229,10 @@ def _assignment_value(text: str, ns: int, ne: int):
         g = "dq" if m.group("dq") is not None else "sq"
         return m.start(g), m.end(g), True, "=", False
     m = _OPVAL_RE.match(text, ne)
+    if m is None or _only_stars(m.group("uq")):  # "**Password:**": Markdown bold around the label
+        nxt = _NEXT_VALUE_RE.match(text, ne)
+        if nxt is not None:
+            return _next_line_value(text, ns, nxt)
     if m is None:
         if text.startswith(">", ne):
             x = _XML_ELEM_RE.match(text, ne)
@@ -240,6 +254,23 @@ def _assignment_value(text: str, ns: int, ne: int):
     return s, e, False, op, env_style
 
 
+def _only_stars(value: str | None) -> bool:
+    return value is not None and not value.strip("*")
+
+
+def _next_line_value(text: str, ns: int, m: re.Match[str]):
+    """(start, end, quoted, op, env_style) of a value on the line after its label, or None."""
+    stars = m.group("stars")
+    if stars and not text.endswith(stars, 0, ns):
+        return None  # "password:***" is a masked value, not a bold label's closing stars
+    for g in ("dq", "sq"):
+        if m.group(g) is not None:
+            return m.start(g), m.end(g), True, ":", False
+    if m.group("uq").endswith(":"):
+        return None  # another label ("Password:" then "Username:"), not a value
+    return m.start("uq"), m.end("uq"), False, ":", False
+
+
 def _judge(text: str, ns: int, ne: int, strength: str, rule: str,
            vendor_re: re.Pattern | None = None) -> tuple[Candidate | None, int]:
     """Parse and judge the value after a secret-looking name.
@@ -251,7 +282,7 @@ def _judge(text: str, ns: int, ne: int, strength: str, rule: str,
         return None, ne
     s, e, quoted, _op, env_style = parsed
     v = text[s:e]
-    if not v or _masked(v) or text.startswith(_MARKER, e):
+    if not v or _masked(v):
         return None, e
     if not quoted:
         if e < len(text) and text[e] in "([":
@@ -295,11 +326,10 @@ _TAIL_OP_RE = re.compile(
 
 def find_assignments(text: str, low: str) -> Iterator[Candidate]:
     hits = _anchor_hits(low)
-    marked = _MARKER in text
     seen: set[int] = set()
     covered = -1  # names ending inside an already-parsed value are part of that value
     for start, end in hits:
-        if end in seen or (marked and _in_marker(text, start)):
+        if end in seen:
             continue
         t = _TAIL_OP_RE.match(text, end)
         if t is None:
@@ -358,10 +388,9 @@ def _name_before(text: str, p: int) -> tuple[int, int]:
 
 
 def _vendor_hits(text: str, trigger: re.Pattern[str]) -> Iterator[Candidate]:
-    marked = _MARKER in text
     for m in trigger.finditer(text):
         ns, ne = _name_before(text, m.start())
-        if ne - ns < 2 or (marked and _in_marker(text, ne - 1)):
+        if ne - ns < 2:
             continue
         name = text[ns:ne]
         words = _split_name(name)

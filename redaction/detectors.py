@@ -28,12 +28,19 @@ Candidate = tuple[str, int, int, int]
 
 _B64 = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-$@")
-_MARKER = "[REDACTED:"
+BLANK = "\x0b"
+"""What the engine writes over a marker already in the text before scanning
+it (folding turns every input vertical tab into a space, so a blank is
+always a marker): whitespace to every value pattern, never a value."""
 
 
 def _masked(value: str) -> bool:
-    """Already redacted: re-redacting must not change anything (idempotence)."""
-    return _MARKER in value or "***" in value
+    """Already masked: only stars (a short mask) or a blanked marker.
+
+    A value merely *containing* ``***`` or a marker is still judged: input
+    text that looks masked (Markdown ``***bold***``, a fake marker) must not
+    shield a secret next to it."""
+    return not value.strip("*" + BLANK)
 
 
 def overlapping(rx: re.Pattern[str], s: str, pos: int = 0, endpos: int | None = None) -> Iterator[re.Match[str]]:
@@ -50,32 +57,28 @@ def overlapping(rx: re.Pattern[str], s: str, pos: int = 0, endpos: int | None = 
         pos = m.start() + 1
 
 
-def word_before(text: str, pos: int, extra: str = "") -> bool:
-    """Is the character before ``pos`` part of a word (or in ``extra``)?
+_ESCAPES = {"n": "\n", "r": "\r", "t": "\t"}
+_HEX = frozenset("0123456789abcdefABCDEF")
 
-    A marker or ``***`` stands in for the word characters it replaced, so it
-    counts as a word character: a boundary that did not exist before
-    redaction must not appear after it (idempotence).
-    """
+
+def char_before(text: str, pos: int) -> str:
+    """The character before ``pos``; an escape sequence ending there (``\\n``,
+    ``\\t``, ``\\u0027`` in JSON-escaped text) reads as the character it encodes."""
     if pos <= 0:
-        return False
+        return ""
     c = text[pos - 1]
-    if c.isalnum() or c in extra:
-        return True
-    if c == "]":
-        i = text.rfind(_MARKER, max(0, pos - 90), pos)
-        return i >= 0 and text.find("]", i) == pos - 1
-    return c == "*" and text[pos - 3:pos] == "***"
+    if pos >= 2 and text[pos - 2] == "\\" and c in _ESCAPES and (pos < 3 or text[pos - 3] != "\\"):
+        return _ESCAPES[c]
+    if pos >= 6 and text[pos - 6:pos - 4] == "\\u" and all(h in _HEX for h in text[pos - 4:pos]) \
+            and (pos < 7 or text[pos - 7] != "\\"):
+        return chr(int(text[pos - 4:pos], 16))
+    return c
 
 
-def _in_marker(text: str, pos: int) -> bool:
-    """True if ``pos`` lies inside a ``[REDACTED:rule]`` marker.
-
-    Marker text must never act as context (``...-secret-access-key] = v``
-    would otherwise read as a name on a second pass).
-    """
-    i = text.rfind(_MARKER, max(0, pos - 90), pos + 1)
-    return i >= 0 and text.find("]", i) >= pos
+def word_before(text: str, pos: int, extra: str = "") -> bool:
+    """Is the character before ``pos`` part of a word (or in ``extra``)?"""
+    c = char_before(text, pos)
+    return bool(c) and (c.isalnum() or c in extra)
 
 
 # --------------------------------------------------------------------------
@@ -271,7 +274,7 @@ def find_auth_headers(text: str, low: str) -> Iterator[Candidate]:
         s, e = m.span("v")
         v = text[s:e]
         ok = False
-        if not _masked(v) and not text.startswith(_MARKER, e):
+        if not _masked(v):
             if m.group("scheme") == "basic":
                 ok = _BASIC_RE.fullmatch(v) is not None and not is_placeholder(v)
             else:
@@ -289,7 +292,7 @@ def find_auth_headers(text: str, low: str) -> Iterator[Candidate]:
             continue
         s, e = m.span("v")
         v = text[s:e]
-        if not _masked(v) and not text.startswith(_MARKER, e) and looks_like_token(v, min_len=12):
+        if not _masked(v) and looks_like_token(v, min_len=12):
             yield ("bearer-token", s, e, 0)
 
 
@@ -404,8 +407,6 @@ def find_cli_credentials(text: str, low: str) -> Iterator[Candidate]:
         for rx, rule, gates in _PASSWORD_TOOLS:
             if any(g in low for g in gates):
                 for m in overlapping(rx, text):
-                    if _in_marker(text, m.start()):
-                        continue
                     s, e = _unquote_span(text, *m.span("v"))
                     v = text[s:e]
                     if not _masked(v) and not is_placeholder(v) and len(v) >= 3:
@@ -415,7 +416,7 @@ def find_cli_credentials(text: str, low: str) -> Iterator[Candidate]:
             continue
         s, e = _unquote_span(text, *m.span("v"))
         v = text[s:e]
-        if _masked(v) or text.startswith(_MARKER, e):
+        if _masked(v):
             continue
         quoted = e - s != m.end("v") - m.start("v")
         if m.group("head") in _PASSWORD_FLAGS:
@@ -430,9 +431,18 @@ def find_cli_credentials(text: str, low: str) -> Iterator[Candidate]:
 # "my password is hunter2"
 # --------------------------------------------------------------------------
 
+# A value alone on the next non-empty line, after a keyword form that ends
+# its line: "Password:" then the value (a password-manager copy), or "my vpn
+# password is" then the next message of the turn (the indexer joins a turn's
+# messages as "User: …" / "Assistant: …" blocks and redacts them as one text).
+NEXT_LINE = r"[ \t]*\r?\n(?:[ \t]*\r?\n){0,4}[ \t]*(?:(?i:user|assistant):[ \t]+)?"
+LINE_END = r"[ \t]*(?=\r?\n|$)"
+
+# The value on the same line (group v) or alone on the next one (group n).
 PROSE_PASSWORD_RE = re.compile(
-    r"pass(?:word|phrase|code| word)[ \t]+(?:is|was|is now)[ \t]*:?[ \t]*[\"'`]?"
-    r"(?P<v>[^\s\"'`]{4,128})"
+    r"pass(?:word|phrase|code| word)[ \t]+(?:is|was|is now)[ \t]*:?"
+    r"(?:[ \t]*[\"'`]?(?P<v>[^\s\"'`]{4,128})"
+    r"|" + NEXT_LINE + r"[\"'`]?(?P<n>[^\s\"'`]{4,128})[\"'`]?" + LINE_END + ")"
 )
 
 
@@ -443,14 +453,16 @@ def find_prose_passwords(text: str, low: str) -> Iterator[Candidate]:
             if not _masked(v) and not is_placeholder(v):
                 yield ("netrc-password", m.start("v"), m.end("v"), 0)
     for m in overlapping(PROSE_PASSWORD_RE, low):
-        s, e = m.span("v")
+        s, e = m.span("v" if m.group("v") is not None else "n")
         while e > s and text[e - 1] in ".,;:!?)]":
             e -= 1
-        v = text[s:e]
-        if _masked(v) or text.startswith(_MARKER, e):
-            continue
-        if any(c in "()[]{}=<>" for c in v):
-            continue  # code, not a password
-        if (any(c.isdigit() for c in v) or any(not c.isalnum() for c in v)) and \
-                looks_like_password(v, quoted=False) and not v.isdigit():
+        if _prose_password(text[s:e]):
             yield ("password-in-prose", s, e, 0)
+
+
+def _prose_password(v: str) -> bool:
+    """A word after "my password is" is a password only with a digit or symbol."""
+    if _masked(v) or any(c in "()[]{}=<>" for c in v):
+        return False  # masked already, or code
+    return (any(c.isdigit() for c in v) or any(not c.isalnum() for c in v)) and \
+        looks_like_password(v, quoted=False) and not v.isdigit()

@@ -2,8 +2,14 @@
 
 Pipeline for one text:
 
-1. ``low``: ASCII-lowercased copy (same offsets) for case-insensitive scans,
-   with the inside of existing markers blanked so they never act as context.
+0. Folding (``fold.py``): text with non-ASCII or control characters is
+   scanned as a folded copy (Unicode spaces as spaces, invisible and
+   control characters removed, full-width letters as ASCII); spans map back
+   to the original and are masked there. Plain ASCII text is scanned as is.
+1. ``low``: ASCII-lowercased copy (same offsets) for case-insensitive scans.
+   Markers already in the text (``[REDACTED:rule]``) are blanked to
+   separators in the scanned copy: they never act as context, and they
+   never shield the text next to them (input may carry fake markers).
 2. Token rules: find runs of 16+ token characters (a cheap byte probe first,
    since most prose has none); at each place in a run where a token may
    start, try the rules registered for its first two characters, then the
@@ -14,8 +20,9 @@ Pipeline for one text:
 5. Overlapping candidates merge into one span (the union, so nothing is
    left half-masked); the most specific rule names it.
 6. Masking: ``***`` for short spans, else an optional kind prefix plus
-   ``[REDACTED:<rule>]``. Candidates touching an existing marker are
-   dropped, so redacting twice changes nothing.
+   ``[REDACTED:<rule>]``. Candidates lying inside an existing marker (with
+   the kind prefix kept before it) are dropped, so redacting twice changes
+   nothing.
 
 Costs: every full-text scan is either a literal-led regex or a substring
 test (CPython runs those near memchr speed); the only character-class scan
@@ -30,10 +37,12 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from .detectors import overlapping, word_before
+from .detectors import _HEX, BLANK, char_before, overlapping, word_before
 from .entropy import is_token_placeholder, shannon
+from .fold import Folded, fold
 from .known import KnownSecrets
-from .rules import DETECTORS, MIN_TOKEN_LENGTH, TOKEN_RULES, TOKEN_RUN_CHARS, TokenRule, _literal_prefix
+from .rules import (DETECTORS, GLUED_PREFIXES, MIN_TOKEN_LENGTH, TOKEN_RULES, TOKEN_RUN_CHARS, TokenRule,
+                    _literal_prefix)
 
 __all__ = ["Finding", "Redacted", "Redactor", "Recurring", "found_values", "redact", "SHORT_SECRET", "MARKER_RE"]
 
@@ -41,7 +50,7 @@ SHORT_SECRET = 12
 """Spans shorter than this become ``***``: a marker would be longer than the
 secret and a kept prefix would be a large share of it."""
 
-MARKER_RE = re.compile(r"\[REDACTED:[a-z0-9-]{1,64}\]")
+MARKER_RE = re.compile(r"\[REDACTED:([a-z0-9-]{1,64})\]")
 
 # Which rule names a merged span: the most specific wins; a span found in an
 # earlier pass keeps its name.
@@ -99,6 +108,23 @@ class _Compiled:
             else:
                 self.text_rules.append(entry)
         self.allow = {r.allow: re.compile(r.allow) for r in rules if r.allow}
+        # Rules that may match where an unmistakable prefix is glued to a
+        # word ("tokenisghp_…", "1AKIA…"): their literal prefix and a glued
+        # prefix agree ("gl" of the GitLab rule and "glpat-"); tried only at
+        # the places one scan for the glued prefixes finds.
+        self.glued = {order for order, rule in enumerate(rules)
+                      if not rule.run_gates and _agrees(_literal_prefix(rule.pattern))}
+        self.glued_re = re.compile("|".join(re.escape(p) for p in sorted(GLUED_PREFIXES, key=len, reverse=True)))
+        # Kind prefixes a mask may keep before its marker, per rule id:
+        # (literal part, length kept). "AKIA" is kept from the rule A(?:KIA|…).
+        self.keeps: dict[str, set[tuple[str, int]]] = {}
+        for rule in rules:
+            if rule.keep:
+                self.keeps.setdefault(rule.id, set()).add((_literal_prefix(rule.pattern)[:rule.keep], rule.keep))
+
+
+def _agrees(lit: str) -> bool:
+    return bool(lit) and any(g.startswith(lit) or lit.startswith(g) for g in GLUED_PREFIXES)
 
 
 _COMPILED = _Compiled(TOKEN_RULES)
@@ -135,10 +161,10 @@ def _valid(rule: TokenRule, secret: str) -> bool:
     return rule.check is None or rule.check(secret)
 
 
-def _accept(rule: TokenRule, m: re.Match[str], text: str, gate) -> tuple[int, int] | None:
-    """Validate one rule match; return the secret span or None."""
+def _accept(rule: TokenRule, m: re.Match[str], text: str, gate, left: bool = True) -> tuple[int, int] | None:
+    """Validate one rule match; return the secret span or None. ``left``: check the word boundary."""
     p = m.start()
-    if rule.left and p > 0 and (text[p - 1] in rule.left or word_before(text, p)):
+    if left and rule.left and p > 0 and (char_before(text, p) in rule.left or word_before(text, p)):
         return None
     s, e = m.span("s") if "s" in m.re.groupindex else m.span()
     if e <= s or not _valid(rule, text[s:e]):
@@ -158,13 +184,12 @@ def _scan_tokens(text: str, low: str, cands: list, gate) -> bool:
     runs = _RUN_RE.finditer(text) if has_run else ()
     for run in runs:
         rs, re_ = run.span()
-        if rs and text[rs - 1] == "[" and text.startswith("REDACTED:", rs):
-            continue  # the inside of a marker
         skip = rs
         # A rule whose match failed validation is not retried inside that
         # match: keeps adversarial runs ("sk-sk-sk-...") linear.
         failed: dict[int, int] = {}
-        starts = itertools.chain((rs,), (st.start() + 1 for st in _START_RE.finditer(text, rs, re_)))
+        starts = itertools.chain((rs,), _after_escape(text, rs, re_),
+                                 (st.start() + 1 for st in _START_RE.finditer(text, rs, re_)))
         for p in starts:
             if p < skip:
                 continue
@@ -174,9 +199,7 @@ def _scan_tokens(text: str, low: str, cands: list, gate) -> bool:
                 entries = (entries or []) + one
             if not entries:
                 continue
-            prev = text[p - 1] if p else ""
-            if prev in "]*" and word_before(text, p):
-                prev = "a"  # a marker stands in for the word characters it replaced
+            prev = char_before(text, p)
             for order, rule, rx in entries:
                 if (prev and rule.left and prev in rule.left) or failed.get(order, -1) > p:
                     continue
@@ -188,6 +211,7 @@ def _scan_tokens(text: str, low: str, cands: list, gate) -> bool:
                         skip = max(skip, span[1])
                     else:
                         failed[order] = m.end()
+        _scan_glued(text, rs, re_, cands, gate)
         chunk = text[rs:re_]
         for order, rule, rx in _COMPILED.run_rules:
             for g in rule.run_gates:
@@ -210,6 +234,38 @@ def _scan_tokens(text: str, low: str, cands: list, gate) -> bool:
 
 def _always(_word: str) -> bool:
     return True
+
+
+def _after_escape(text: str, rs: int, re_: int) -> tuple[int, ...]:
+    """A second start for a run that begins inside an escape: in ``\\nghp_…``
+    (JSON-escaped text) the run starts at the ``n`` of ``\\n``, the token after it."""
+    if rs == 0 or text[rs - 1] != "\\":
+        return ()
+    if text[rs] in "nrt":
+        p = rs + 1
+    elif text[rs] == "u" and rs + 5 <= re_ and all(c in _HEX for c in text[rs + 1:rs + 5]):
+        p = rs + 5
+    else:
+        return ()
+    return (p,) if p < re_ else ()
+
+
+def _scan_glued(text: str, rs: int, re_: int, cands: list, gate) -> None:
+    """Tokens with an unmistakable prefix glued to a word or digit before them
+    (``tokenisghp_…``, ``1AKIA…``): such a prefix needs no left boundary."""
+    glued = _COMPILED.glued
+    for g in _COMPILED.glued_re.finditer(text, rs, re_):
+        p = g.start()
+        if p == rs or not text[p - 1].isalnum():
+            continue  # a boundary start: the main loop tried it
+        entries = (_COMPILED.by2.get(text[p:p + 2]) or []) + (_COMPILED.by1.get(text[p]) or [])
+        for order, rule, rx in entries:
+            if order not in glued:
+                continue
+            m = rx.match(text, p)
+            span = _accept(rule, m, text, gate, left=False) if m is not None else None
+            if span:
+                cands.append((span[0], span[1], rule.id, rule.keep, _PRIO_TOKEN, -order))
 
 
 class Redactor:
@@ -239,14 +295,23 @@ class Redactor:
         of the same conversation, masked here too wherever they occur (named by the rule
         that found them), as a value found in this text is."""
         recurring = recurring if recurring else None
+        folded = fold(text)
+        if folded is None:
+            segments = self._settle(text, recurring)
+            out, _pieces = _mask(text, segments)
+            return Redacted(out, tuple(Finding(rule, s, e) for s, e, rule, _keep in segments))
+        return _unfold(folded, self._settle(folded.text, recurring))
+
+    def _settle(self, text: str, recurring: Recurring | None) -> list[tuple[int, int, str, int]]:
+        """The spans to mask in ``text`` (already folded, or plain)."""
         segments = self._segments(text, recurring)
         if not segments:
-            return Redacted(text, ())
+            return []
         segments = _with_repeats(text, segments)
         out, pieces = _mask(text, segments)
         # Idempotence by construction: masking can change the context a rule
-        # sees (a value no longer followed by "[", a flag no longer glued to
-        # a word). Re-scan the output; map anything new back onto the
+        # sees (a value no longer glued to a word, a new boundary after a
+        # mask). Re-scan the output; map anything new back onto the
         # original text and mask again, until nothing new appears.
         for _ in range(_MAX_EXTRA_PASSES):
             again = self._segments(out, recurring)
@@ -258,17 +323,19 @@ class Redactor:
                 cands.append((os_, oe, rule, 0, _PRIO_CONTEXT, 0))
             segments = _with_repeats(text, _merge(cands))
             out, pieces = _mask(text, segments)
-        return Redacted(out, tuple(Finding(rule, s, e) for s, e, rule, _keep in segments))
+        return segments
 
     def _segments(self, text: str, recurring: Recurring | None = None) -> list[tuple[int, int, str, int]]:
         if not text:
             return []
-        low = _ascii_lower(text)
-        marks = [m.span() for m in MARKER_RE.finditer(text)] if "[REDACTED:" in text else []
-        if marks:
+        units = _marker_units(text) if "[REDACTED:" in text else []
+        if units:
             # Rule ids inside markers contain words detectors look for
-            # ("curl-basic-auth", "cookie", "bearer-token"); blank them out.
-            low = _blank_markers(low, marks)
+            # ("curl-basic-auth", "cookie", "bearer-token"): blank the markers
+            # out. A blank separates like whitespace, so a fake marker glued
+            # to a secret ("ghp_…[REDACTED:x]") shields nothing.
+            text = _blank_markers(text, units)
+        low = _ascii_lower(text)
         memo: dict[str, bool] = {}
 
         def gate(word: str) -> bool:
@@ -298,8 +365,8 @@ class Redactor:
         if recurring is not None:
             for s, e in recurring.spans(text):
                 cands.append((s, e, recurring.rule(text[s:e]), 0, _PRIO_KNOWN, 0))
-        if marks:
-            cands = _drop_marked(cands, marks)
+        if units:
+            cands = _drop_inside(cands, units)
         return _merge(cands)
 
 
@@ -404,8 +471,7 @@ def _mask(text: str, segments: list[tuple[int, int, str, int]]) -> tuple[str, li
             out.append(text[last:s])
             pieces.append((last, s, n, n + s - last, False))
             n += s - last
-        secret = text[s:e]
-        mask = "***" if len(secret) < SHORT_SECRET else f"{secret[:keep]}[REDACTED:{rule}]"
+        mask = _mask_text(text[s:e], rule, keep)
         out.append(mask)
         pieces.append((s, e, n, n + len(mask), True))
         n += len(mask)
@@ -414,6 +480,36 @@ def _mask(text: str, segments: list[tuple[int, int, str, int]]) -> tuple[str, li
         out.append(text[last:])
         pieces.append((last, len(text), n, n + len(text) - last, False))
     return "".join(out), pieces
+
+
+def _mask_text(secret: str, rule: str, keep: int) -> str:
+    return "***" if len(secret) < SHORT_SECRET else f"{secret[:keep]}[REDACTED:{rule}]"
+
+
+def _unfold(folded: Folded, segments: list[tuple[int, int, str, int]]) -> Redacted:
+    """Mask the original text where spans of its folded copy were found.
+
+    Each mask is the one the folded copy gets (same length rule, the folded
+    kind prefix), so the output folds to the masked copy and a second pass
+    finds nothing new; characters removed by folding inside a span, or right
+    before it, go with it.
+    """
+    if not segments:
+        return Redacted(folded.original, ())
+    original = folded.original
+    out: list[str] = []
+    findings: list[Finding] = []
+    last = 0
+    for s, e, rule, keep in segments:
+        # Characters removed right before the span go with it too: an ESC left
+        # in front of "[REDACTED:" would read as an ANSI sequence next time.
+        os_, oe = folded.end(s), folded.end(e)
+        out.append(original[last:os_])
+        out.append(_mask_text(folded.text[s:e], rule, keep))
+        findings.append(Finding(rule, os_, oe))
+        last = oe
+    out.append(original[last:])
+    return Redacted("".join(out), tuple(findings))
 
 
 def _map_back(pieces: list[Piece], s: int, e: int) -> tuple[int, int]:
@@ -428,24 +524,51 @@ def _map_back(pieces: list[Piece], s: int, e: int) -> tuple[int, int]:
     return start, end
 
 
-def _blank_markers(low: str, marks: list[tuple[int, int]]) -> str:
+Unit = tuple[int, int, int]  # start (kind prefix included), marker start, marker end
+
+
+def _marker_units(text: str) -> list[Unit]:
+    """Markers in ``text``, each with the kind prefix a mask keeps before it
+    (``ghp_`` of ``ghp_[REDACTED:github-pat]``) when it is the right one."""
+    units: list[Unit] = []
+    for m in MARKER_RE.finditer(text):
+        ms, me = m.span()
+        start = ms
+        for lit, keep in _COMPILED.keeps.get(m.group(1), ()):
+            p = ms - keep
+            if p >= 0 and text.startswith(lit, p) and not any(c.isspace() for c in text[p:ms]):
+                start = p
+                break
+        units.append((start, ms, me))
+    return units
+
+
+def _blank_markers(text: str, units: list[Unit]) -> str:
     parts: list[str] = []
     last = 0
-    for ms, me in marks:
-        parts.append(low[last:ms])
-        parts.append("[redacted:" + "_" * (me - ms - 11) + "]")
+    for _us, ms, me in units:
+        parts.append(text[last:ms])
+        parts.append(BLANK * (me - ms))
         last = me
-    parts.append(low[last:])
+    parts.append(text[last:])
     return "".join(parts)
 
 
-def _drop_marked(cands: list, marks: list[tuple[int, int]]) -> list:
-    """Skip candidates that overlap or run into an existing marker.
+def _drop_inside(cands: list, units: list[Unit]) -> list:
+    """Skip candidates lying inside an existing marker and its kind prefix.
 
-    Keeps redaction idempotent: ``ghp_[REDACTED:github-pat]`` must not be
-    re-read as a short ``ghp_`` value followed by text.
+    Keeps redaction idempotent: ``AIza[REDACTED:gcp-api-key]`` after
+    ``password=`` must not be re-read as a short password ``AIza``. A
+    candidate reaching past the marker is kept: the marker shields only itself.
     """
-    return [c for c in cands if not any(c[0] < me and ms <= c[1] for ms, me in marks)]
+    starts = [u[0] for u in units]
+    out = []
+    for c in cands:
+        i = bisect.bisect_right(starts, c[0]) - 1
+        if i >= 0 and c[1] <= units[i][2]:
+            continue
+        out.append(c)
+    return out
 
 
 def _merge(cands: list) -> list[tuple[int, int, str, int]]:

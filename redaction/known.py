@@ -14,6 +14,8 @@ from pathlib import Path
 from collections.abc import Iterable, Mapping
 from urllib.parse import quote
 
+from .fold import fold_value
+
 __all__ = ["KnownSecrets", "IgnoredEntry", "MIN_KNOWN_SECRET_LENGTH"]
 
 # Values shorter than this are ignored: masking every "abc" or "1234" in the
@@ -56,9 +58,13 @@ class KnownSecrets:
                 kept.append(value)
         needles: set[str] = set()
         for v in kept:
-            needles.add(v)
-            needles.add(json.dumps(v, ensure_ascii=False)[1:-1])
-            needles.add(quote(v, safe=""))
+            # Text is matched in its folded form (fold.py): a value with a
+            # non-breaking space or a full-width letter is looked for folded too.
+            for form in {v, fold_value(v)}:
+                if len(form) >= min_length:
+                    needles.add(form)
+                    needles.add(json.dumps(form, ensure_ascii=False)[1:-1])
+                    needles.add(quote(form, safe=""))
         self._values = tuple(kept)
         # Longest first, so a secret that contains another is masked whole.
         self._needles = tuple(sorted(needles, key=len, reverse=True))

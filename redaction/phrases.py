@@ -16,12 +16,13 @@ import re
 from collections.abc import Iterator
 
 from .assignments import VENDORS, classify_name
-from .detectors import _MARKER, _masked, word_before
+from .detectors import LINE_END, NEXT_LINE, _masked, word_before
 from .entropy import is_placeholder, looks_like_token
 
 Candidate = tuple[str, int, int, int]
 
-__all__ = ["find_credential_phrases", "find_yaml_secret_lists", "find_credential_headers", "PHRASE_PATTERNS"]
+__all__ = ["find_credential_phrases", "find_stated_credentials", "find_yaml_secret_lists", "find_credential_headers",
+           "PHRASE_PATTERNS", "STATED_PATTERNS"]
 
 _VALUE = r"""[ \t]*(?:(?P<verb>is|was|=|:|->)[ \t]*)?:?[ \t]*["'`]?(?P<v>[A-Za-z0-9_\-./+=~]{16,512})"""
 # Every form is anchored on a credential word found by one literal scan, then
@@ -64,12 +65,12 @@ def word_hits(low: str, words: tuple[str, ...]) -> list[tuple[int, int]]:
 _HASH_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
-def _value_ok(text: str, s: int, e: int, word: str | None = None) -> bool:
+def _value_ok(text: str, s: int, e: int, word: str | None = None, min_len: int = 16) -> bool:
     v = text[s:e]
     if _HASH_RE.fullmatch(v) and word not in VENDORS:
         return False  # a commit SHA or content digest next to "token"/"key" in prose
-    return (not _masked(v) and not text.startswith(_MARKER, e) and not is_placeholder(v)
-            and looks_like_token(v, min_len=16, min_entropy=3.0, need_digit=True))
+    return (not _masked(v) and not is_placeholder(v)
+            and looks_like_token(v, min_len=min_len, min_entropy=3.0, need_digit=True))
 
 
 def _value_span(text: str, m: re.Match[str]) -> tuple[int, int]:
@@ -117,6 +118,42 @@ def find_credential_phrases(text: str, low: str) -> Iterator[Candidate]:
             s, e = _value_span(text, m)
             if _value_ok(text, s, e, w):
                 yield ("credential-phrase", s, e, 0)
+
+
+# "the api key is X", "our token was X", "my secret is X": a sentence stating
+# a credential. The value needs only 8 characters (credential-phrase asks 16
+# of a value merely next to the word) but must look generated: a digit, a
+# letter, entropy. It may stand alone on the next line ("the token is" and
+# the next message of the turn).
+_STATED_WORDS = ("key", "token", "secret", "credential", "passphrase", "pat")
+_STATED_VERB_RE = re.compile(r"s?[ \t]+(?:is|was)[ \t]*:?")
+_STATED_VALUE = r"[\"'`]?(?P<v>[A-Za-z0-9_\-./+=~]{8,512})"
+_STATED_SAME_RE = re.compile(r"[ \t]*" + _STATED_VALUE)
+_STATED_NEXT_RE = re.compile(NEXT_LINE + _STATED_VALUE + r"[.,;!?\"'`]?" + LINE_END)
+STATED_PATTERNS = ("|".join(_STATED_WORDS), _STATED_VERB_RE.pattern, _STATED_SAME_RE.pattern, _STATED_NEXT_RE.pattern)
+
+
+def find_stated_credentials(text: str, low: str) -> Iterator[Candidate]:
+    for ws, we in word_hits(low, _STATED_WORDS):
+        m = _STATED_VERB_RE.match(low, we)
+        if m is None or not _stated_subject(low, ws):
+            continue
+        v = _STATED_SAME_RE.match(low, m.end()) or _STATED_NEXT_RE.match(low, m.end())
+        if v is None:
+            continue
+        s, e = _value_span(text, v)
+        if not _VERSION_RE.fullmatch(text, s, e) and _value_ok(text, s, e, None, min_len=8):
+            yield ("credential-phrase", s, e, 0)
+
+
+# "the key is v1.2.3-beta4": a version, not a credential.
+_VERSION_RE = re.compile(r"[vV]?[0-9]+(?:\.[0-9]+)+(?:[-+.][A-Za-z0-9.]+)?")
+
+
+def _stated_subject(low: str, ws: int) -> bool:
+    """"the/my/our … key is", or "<product> key is": not "monkey is", not "hash key is"."""
+    w = _word_before(low, ws)
+    return w is not None and (w in _POSSESSIVES or (len(w) >= 3 and w not in _NOT_PRODUCT))
 
 
 # "api_keys:" at the end of a line, then "- value" items indented below it.
@@ -178,6 +215,6 @@ def find_credential_headers(text: str, low: str) -> Iterator[Candidate]:
             continue  # bare "key:"/"secret:" are assignments: find_assignments judges those
         s, e = m.span("v")
         v = text[s:e]
-        if not _masked(v) and not text.startswith(_MARKER, e) and not is_placeholder(v) \
+        if not _masked(v) and not is_placeholder(v) \
                 and looks_like_token(v, min_len=8, min_entropy=2.5):
             yield ("credential-header", s, e, 0)

@@ -31,20 +31,31 @@ from . import assignments, detectors, phrases
 from .entropy import shannon
 
 __all__ = ["REDACTION_VERSION", "TokenRule", "Detector", "TOKEN_RULES", "DETECTORS", "ruleset_fingerprint",
-           "MIN_TOKEN_LENGTH", "TOKEN_RUN_CHARS"]
+           "MIN_TOKEN_LENGTH", "TOKEN_RUN_CHARS", "GLUED_PREFIXES"]
 
 # Bump on any change that alters output for some input; the index stores it
 # and reindexes when it changes. ruleset_fingerprint() catches forgotten bumps
 # in this package; the indexer's cross-document masking (indexer/sync/recurring.py,
 # secret_spread.py) is not fingerprinted: a change there that masks differently
 # needs a bump here. 1.3.0: values found in one turn masked in the session's others.
-REDACTION_VERSION = "1.3.0"
+# 1.4.0: folded scan (Unicode spaces, invisible characters, full-width letters,
+# ANSI codes), markers and *** in the input shield nothing, glued vendor
+# prefixes, values on the next line, stated credentials, Heroku/Notion formats.
+REDACTION_VERSION = "1.4.0"
 
 ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 # Characters a token (or a URL/assignment around it) is made of, and the
 # shortest token any run-dispatched rule can match.
 TOKEN_RUN_CHARS = r"A-Za-z0-9_.~+/=:|%$@-"
 MIN_TOKEN_LENGTH = 16
+
+# Prefixes unmistakable enough to need no left word boundary: a token glued
+# to the word or digit before it ("tokenisghp_…", "1AKIA…") is still found.
+# Each is long or carries a separator no identifier or hash puts there;
+# rules whose literal prefix starts with one of them are matched glued.
+GLUED_PREFIXES = ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "sk-proj-", "sk-svcacct-",
+                  "sk-admin-", "sk-ant-", "AKIA", "ASIA", "xoxb-", "xoxp-", "xoxa-", "xoxr-", "xoxe-", "xoxs-",
+                  "xoxo-", "xoxc-", "xoxd-", "xapp-", "HRKU-", "ntn_")
 
 # Right boundaries: the token must not run on into more token characters,
 # otherwise a prefix of an unrelated longer string would match.
@@ -157,6 +168,13 @@ TOKEN_RULES: tuple[TokenRule, ...] = (
     T("digitalocean-token", r"do[opr]_v1_[a-f0-9]{64}" + E, entropy=3.0),
     T("cloudflare-origin-ca-key", r"v1\.0-[a-f0-9]{24}-[a-f0-9]{146}" + E),
     T("heroku-api-key-v2", r"HRKU-AA[0-9A-Za-z_-]{58}" + E_, entropy=3.0),
+    # The published shape is HRKU-AA + 58 (gitleaks, TruffleHog); "AA" reads as
+    # a version, and HRKU- is unmistakable: any random body of 40-100 characters
+    # counts (a digit required). Heroku also prefixes its UUID-shaped keys
+    # (SonarSource S7006).
+    T("heroku-api-key-v2", r"HRKU-[0-9A-Za-z_-]{40,100}" + E_, entropy=3.0, check=_has_digit),
+    T("heroku-api-key-v2", r"HRKU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}" + E_,
+      entropy=3.0),
     T("flyio-access-token", r"f(?:o1_[A-Za-z0-9_-]{43}|m[12][ar]?_[A-Za-z0-9+/]{100,4096}={0,3})" + E64, keep=4,
       entropy=4.0),
     T("scalingo-api-token", r"tk-us-[A-Za-z0-9_-]{48}" + E_),
@@ -293,6 +311,9 @@ TOKEN_RULES: tuple[TokenRule, ...] = (
       run_gates=("|", "%7C", "%7c"), left=None, entropy=3.0),
     T("paypal-braintree-access-token", r"access_token\$production\$[a-z0-9]{16}\$[a-f0-9]{32}" + E, keep=0),
     T("notion-api-token", r"ntn_[0-9]{11}[A-Za-z0-9]{30,40}" + E, keep=4, entropy=3.5),
+    # Published as ntn_ + 11 digits + 35 alphanumerics; ntn_ is unmistakable,
+    # so a random body of that length without the leading digits counts too.
+    T("notion-api-token", r"ntn_[A-Za-z0-9]{40,50}" + E, keep=4, entropy=3.5, check=_mixed),
     T("notion-integration-secret", r"secret_[A-Za-z0-9]{43}" + E, keep=4, entropy=3.5, check=_has_digit),
     T("linear-api-key", r"lin_(?:api_[A-Za-z0-9]{40}|oauth_[a-f0-9]{64})" + E, entropy=2.0),
     # ---- generic structured tokens -----------------------------------------
@@ -363,6 +384,8 @@ DETECTORS: tuple[Detector, ...] = (
     Detector("credential-phrase", phrases.find_credential_phrases,
              gates=("token", "key", "secret", "password", "passphrase", "credential", "pat"),
              patterns=phrases.PHRASE_PATTERNS, needs_run=True),
+    Detector("stated-credential", phrases.find_stated_credentials,
+             gates=("key", "token", "secret", "credential", "passphrase", "pat"), patterns=phrases.STATED_PATTERNS),
     Detector("yaml-secret-list", phrases.find_yaml_secret_lists, gates=("- ",)),
     Detector("credential-header", phrases.find_credential_headers,
              gates=("token", "key", "secret", "auth", "session", "signature", "password"),
