@@ -74,8 +74,11 @@ def make_indexer(ledger: Path, index_dir: Path, memory: bool):
     index_dir.mkdir(parents=True, exist_ok=True)
     if memory:
         return Indexer(config, sinks=build_sinks(config))
-    redactor, version = make_redactor(config)
-    return Indexer(config, sinks=build_sinks(config), redact=lambda text: redactor.redact(text).text,
+    from indexer.state.db import StateDB
+
+    state = StateDB(config.state_db_path)
+    redactor, version = make_redactor(config, key=state.key())
+    return Indexer(config, sinks=build_sinks(config), state=state, redact=lambda text: redactor.redact(text).text,
                    redaction_version=version)
 
 

@@ -6,7 +6,6 @@ backend); tests pass their own.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 
@@ -18,6 +17,7 @@ from indexer.core.types import Document
 from indexer.embedding.factory import make_embedder
 from indexer.runtime.config import Config, ConfigError
 from indexer.state.db import StateDB
+from indexer.state.install_key import keyed_digest
 from ledger.reader import LedgerReader
 
 log = structlog.get_logger("indexer.context")
@@ -48,8 +48,9 @@ def known_secrets(config: Config):
     return KnownSecrets(values) if values else None
 
 
-def make_redactor(config: Config):
-    """The redactor for documents (:class:`redaction.Redactor`), and the ruleset version."""
+def make_redactor(config: Config, *, key: bytes):
+    """The redactor for documents (:class:`redaction.Redactor`), and the ruleset version.
+    ``key``: the index's key (``StateDB.key``), for the digest of the known secrets."""
     from redaction import REDACTION_VERSION, Redactor, ruleset_fingerprint
 
     known = known_secrets(config)
@@ -58,9 +59,10 @@ def make_redactor(config: Config):
     # known secrets add to it (never replace it).
     version = f"{REDACTION_VERSION}+{ruleset_fingerprint()}"
     if known is not None:
-        # A new known secret must reach documents already indexed: it changes the
-        # version, which triggers a rebuild. Only a short digest of the set is stored.
-        digest = hashlib.sha256("\n".join(sorted(known.values)).encode()).hexdigest()[:12]
+        # A new known secret must reach documents already indexed: it changes the version, which
+        # triggers a rebuild. The version is shown by /v1/status: only a digest keyed with the
+        # index's key is in it (a plain digest of a weak secret can be recovered by guessing).
+        digest = keyed_digest(key, "\n".join(sorted(known.values)), length=16)
         version = f"{version}+known:{digest}"
     return redactor, version
 
@@ -102,7 +104,7 @@ class Indexer:
         if redact is None:
             from indexer.sync.recurring import SecretMemory
 
-            redactor, redaction_version = make_redactor(config)
+            redactor, redaction_version = make_redactor(config, key=self.state.key())
             self.secrets = SecretMemory(redactor)
             redact = lambda text: redactor.redact(text).text  # noqa: E731
         self.redact = redact
