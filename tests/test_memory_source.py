@@ -123,3 +123,40 @@ def test_a_rebuild_carries_over_the_document_of_a_memory_file_it_cannot_read(wri
         assert ix.sinks[1].read("atlas", "memory/MEMORY.md") == "# Atlas\n" + "x" * 100
     finally:
         ix.close()
+
+
+def test_a_carried_over_memory_document_is_redacted_by_the_rebuilds_rules(writer, config_factory, tmp_path):
+    """The rebuild a new known secret asks for must mask it in a memory file it cannot read too: the
+    text carried over from a sink was redacted by the rules before."""
+    from fake_embedder import FakeEmbedder
+
+    from indexer.sync import memory_source
+    from indexer.sync.context import build_sinks
+
+    writer.turn("main", user="hello", assistant="hi")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    note = ws / "MEMORY.md"
+    note.write_text("# Atlas\ndb password hunter2-canary-730519\n")
+    config = config_factory(memory={"atlas": [str(note)]}, sinks=("lancedb", "qmd"))
+
+    def indexer(redact, version):
+        return Indexer(config, sinks=build_sinks(config, embedder=FakeEmbedder()), redact=redact,
+                       redaction_version=version)
+
+    ix = indexer(lambda s: s, "v1")
+    try:
+        sync_once(ix)
+    finally:
+        ix.close()
+    note.write_text("# Atlas\n" + "x" * 100 + "\n")
+    limit = memory_source.MAX_MEMORY_FILE_BYTES
+    memory_source.MAX_MEMORY_FILE_BYTES = 50
+    ix = indexer(lambda s: s.replace("hunter2-canary-730519", "***"), "v2")  # a new known secret
+    try:
+        assert sync_once(ix).personas["atlas"].mode == "rebuild"
+        for sink in ix.sinks:
+            assert sink.read("atlas", "memory/MEMORY.md") == "# Atlas\ndb password ***", sink.name
+    finally:
+        memory_source.MAX_MEMORY_FILE_BYTES = limit
+        ix.close()

@@ -62,7 +62,8 @@ class MemorySource:
     def documents(self, persona: str) -> list[Document]:
         """The persona's whole memory set, for a rebuild (which replaces every document): the files
         read, and for a file there but not read its document indexed before, carried over from a sink
-        that holds it (its text is the redacted text indexed then)."""
+        that holds it. That text was redacted by the rules of its time, and a rebuild is what a new
+        rule or known secret asks for: it is redacted again (markers in it shield nothing)."""
         docs, skipped = self._scan(persona)
         for path in sorted(skipped & self.ix.state.paths(persona, source=Source.MEMORY.value)):
             text = next((t for sink in self.ix.sinks if (t := sink.read(persona, path)) is not None), None)
@@ -71,6 +72,7 @@ class MemorySource:
                             action="the file is unreadable and no sink holds its text: it returns once readable")
                 continue
             record = self.ix.state.file(persona, path)
+            text = self.ix.redact(text)
             docs.append(_memory_document(persona, path, text, Path(path).name,
                                          record.updated_at if record is not None else 0))
         return docs
