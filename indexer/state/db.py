@@ -42,6 +42,7 @@ SECRET_RECHECK_KEY = "secret_recheck_v1"
 # seen here with older history): recorded with the registry change, cleared once built — a pass that
 # failed between the two would otherwise never build them.
 SESSIONS_TO_BUILD_KEY = "sessions_to_build_v1"
+IN_LIMIT = 900  # parameters a statement binds at most (SQLite's old default limit is 999)
 GLOBAL = ""  # scope of meta rows that belong to no persona
 
 
@@ -638,27 +639,34 @@ class StateDB:
         labels = sorted(set(sessions))
         if not labels:
             return {}
-        rows = self.db.execute_sql(
-            "SELECT session_label, turn_id FROM files WHERE persona = ? AND turn_id IS NOT NULL"
-            " AND session_label IN (SELECT value FROM json_each(?))", (persona, json.dumps(labels)))
+        rows = self._rows_in("SELECT session_label, turn_id FROM files WHERE persona = ? AND turn_id IS NOT NULL"
+                             " AND session_label IN ({marks})", persona, labels)
         out: dict[str, set[str]] = {label: set() for label in labels}
-        for label, turn in rows.fetchall():
+        for label, turn in rows:
             out[label].add(turn)
         return out
 
     def turn_holders(self, persona: str, turns: Iterable[str]) -> dict[str, set[str]]:
         """Per turn of ``turns``, the sessions whose indexed history holds it (by the index on turns).
-        One statement, the ids passed as one JSON array: lists run to a private session's every own
-        turn, and peewee's IN lists of 500 cost ~4 ms of interpreter time each."""
+        Plain SQL, not peewee: lists run to a private session's every own turn, and peewee's IN lists
+        of 500 cost ~4 ms of interpreter time each."""
         ids = sorted(set(turns))
         if not ids:
             return {}
-        rows = self.db.execute_sql(
-            "SELECT turn_id, session_label FROM files WHERE persona = ? AND turn_id IN (SELECT value FROM json_each(?))",
-            (persona, json.dumps(ids)))
+        rows = self._rows_in("SELECT turn_id, session_label FROM files WHERE persona = ? AND turn_id IN ({marks})",
+                             persona, ids)
         out: dict[str, set[str]] = {}
-        for turn, label in rows.fetchall():
+        for turn, label in rows:
             out.setdefault(turn, set()).add(label)
+        return out
+
+    def _rows_in(self, sql: str, persona: str, values: Sequence[str]) -> list[tuple]:
+        """``sql`` (``persona = ?`` first, then ``IN ({marks})``) over ``values``, IN_LIMIT at a time,
+        each bound as a parameter: labels and ids may hold any character (SQLite's JSON functions cut a
+        string at NUL)."""
+        out: list[tuple] = []
+        for part in chunked(values, IN_LIMIT):
+            out.extend(self.db.execute_sql(sql.format(marks=",".join("?" * len(part))), (persona, *part)).fetchall())
         return out
 
     def turns_of(self, persona: str, sessions: Iterable[str]) -> set[str]:
@@ -712,11 +720,11 @@ class StateDB:
         for part in chunked(rows, 300):
             T.insert_many(part).on_conflict_ignore().execute()
         filled = sorted(set(filled))
-        if filled and T.select().where(T.persona == persona).exists():  # one statement, not one a pair
-            self.db.execute_sql(
-                "DELETE FROM empty_turns WHERE persona = ? AND (session_label, turn_id) IN"
-                " (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))",
-                (persona, json.dumps(filled)))
+        if filled and T.select().where(T.persona == persona).exists():  # a statement a part, not one a pair
+            for part in chunked(filled, IN_LIMIT // 2):
+                self.db.execute_sql(
+                    "DELETE FROM empty_turns WHERE persona = ? AND (session_label, turn_id) IN"
+                    f" (VALUES {','.join(['(?, ?)'] * len(part))})", (persona, *(v for pair in part for v in pair)))
 
     def forget_empty(self, persona: str) -> None:
         self.EmptyTurn.delete().where(self.EmptyTurn.persona == persona).execute()
@@ -734,10 +742,9 @@ class StateDB:
         if not ids:
             return []
         pairs = {(s, t) for t, sessions in self.turn_holders(persona, ids).items() for s in sessions if s}
-        rows = self.db.execute_sql(
-            "SELECT session_label, turn_id FROM empty_turns WHERE persona = ? AND turn_id IN (SELECT value FROM json_each(?))",
-            (persona, json.dumps(ids)))
-        return sorted(pairs | set(rows.fetchall()))
+        rows = self._rows_in("SELECT session_label, turn_id FROM empty_turns WHERE persona = ? AND turn_id IN ({marks})",
+                             persona, ids)
+        return sorted(pairs | set(rows))
 
     def pending_count(self, persona: str) -> int:
         return self.PendingTurn.select().where(self.PendingTurn.persona == persona).count()
