@@ -395,3 +395,37 @@ def test_a_mark_of_an_earlier_layout_is_converted_in_every_persona_and_still_hol
     state_bytes = b"".join(p.read_bytes() for p in ix.state.path.parent.glob(ix.state.path.name + "*"))
     assert token.encode().hex().upper().encode() not in state_bytes
     assert not any(str(key).encode() in state_bytes for _, _, key in old)
+
+
+def test_a_wal_truncate_a_reader_held_off_is_retried_by_the_next_pass(writer, ix):
+    """Another process reading the state DB (the API, a CLI status) keeps a checkpoint from
+    truncating the WAL, which still holds the old mark's message bytes: the pass goes on, and the
+    truncate stays owed until a later pass makes it."""
+    import sqlite3
+
+    from indexer.sync.late import LATE_MARK_KEY, WAL_TRUNCATE_OWED_KEY
+    from ledger.reader import LedgerReader
+
+    token = "code-730519-quokka"
+    writer.turn("main", user="which region hosts prod?", assistant=f"eu-west-3, {token}")
+    sync_once(ix)
+    rows = writer.conn.execute(f"SELECT rowid, id, {LedgerReader._ROW_KEY} FROM messages ORDER BY rowid").fetchall()
+    with ix.state.atomic():
+        ix.state.set_json(LATE_MARK_KEY, {"checkpoints": [list(r) for r in rows]}, "atlas")
+    ix.late_marks_converted = False  # as in a new process
+    reader = sqlite3.connect(ix.state.path)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM meta").fetchone()  # a read transaction held open
+    state_bytes = lambda: b"".join(p.read_bytes() for p in ix.state.path.parent.glob(ix.state.path.name + "*"))  # noqa: E731
+    try:
+        sync_once(ix)
+        assert ix.late_marks_converted is False
+        assert ix.state.get_meta(WAL_TRUNCATE_OWED_KEY) == "late_messages_mark"
+        assert token.encode().hex().upper().encode() in state_bytes()  # still in the WAL
+    finally:
+        reader.rollback()
+        reader.close()
+    sync_once(ix)
+    assert ix.late_marks_converted is True
+    assert ix.state.get_meta(WAL_TRUNCATE_OWED_KEY) is None
+    assert token.encode().hex().upper().encode() not in state_bytes()

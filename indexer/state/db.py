@@ -42,6 +42,7 @@ SECRET_RECHECK_KEY = "secret_recheck_v1"
 # seen here with older history): recorded with the registry change, cleared once built — a pass that
 # failed between the two would otherwise never build them.
 SESSIONS_TO_BUILD_KEY = "sessions_to_build_v1"
+BUSY_TIMEOUT_MS = 10_000
 IN_LIMIT = 900  # parameters a statement binds at most (SQLite's old default limit is 999)
 GLOBAL = ""  # scope of meta rows that belong to no persona
 
@@ -244,7 +245,7 @@ class StateDB:
         self.db = SqliteDatabase(
             str(self.path),
             # secure_delete: what a write replaces is zeroed, not left in free pages
-            pragmas={"journal_mode": "wal", "busy_timeout": 10000, "synchronous": "normal", "foreign_keys": 0,
+            pragmas={"journal_mode": "wal", "busy_timeout": BUSY_TIMEOUT_MS, "synchronous": "normal", "foreign_keys": 0,
                      "secure_delete": 1},
             check_same_thread=False,
             timeout=10,
@@ -276,9 +277,15 @@ class StateDB:
             self._key = install_key.load_or_create(self.path.with_name(self.path.name + ".key"))
         return self._key
 
-    def truncate_wal(self) -> None:
-        """Checkpoint the WAL and truncate it: after rewriting what must not stay on disk."""
-        self.db.execute_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    def truncate_wal(self, *, wait_ms: int = 200) -> bool:
+        """Checkpoint the WAL and truncate it (after rewriting what must not stay on disk). False when
+        a reader's open transaction kept it (waited for ``wait_ms`` only: a pass must not stall)."""
+        self.db.execute_sql(f"PRAGMA busy_timeout = {int(wait_ms)}")
+        try:
+            (busy, _log, _done) = self.db.execute_sql("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        finally:
+            self.db.execute_sql(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        return busy == 0
 
     def atomic(self):
         return self.db.atomic()

@@ -654,9 +654,8 @@ def sync_once(
             _forget_replaced_source(ix, reader, targets)
         if identity and identity != known_identity:
             ix.state.set_meta(LEDGER_IDENTITY_KEY, identity)
-        if not ix.late_marks_converted:  # once a process: marks of an earlier layout, every persona's
-            late.convert_marks(ix)
-            ix.late_marks_converted = True
+        if not ix.late_marks_converted:  # marks of an earlier layout, every persona's: until done
+            ix.late_marks_converted = late.convert_marks(ix)
         plans = [_decide(ix, reader, persona, force=force) for persona in targets]
         if progress is not None:
             # Count the work of every persona before doing any: one total from the first second.

@@ -39,6 +39,8 @@ START_BACK = (0, 16, 256, 4096)
 #: holds (the ``messages`` table renumbered: a restore, a dump) or only one more than MAX_REREAD_ROWS
 #: back; cleared by the backfill (or a rebuild)
 BACKFILL_DUE_KEY = "backfill_due_v1"
+#: set while the WAL still holds the rows a conversion rewrote (a reader kept it from truncating)
+WAL_TRUNCATE_OWED_KEY = "wal_truncate_owed_v1"
 
 Checkpoint = tuple[int, "str | None", "str | None"]  # rowid, message id, keyed digest of the row (_keyed)
 KEYED = "k1:"  # a row key digested with the index's key (earlier layouts: the raw key, a plain digest)
@@ -86,15 +88,23 @@ def _stored_key(ix: Indexer, key: str | None) -> str | None:
     return _keyed(ix, row_digest(key) if "|" in key else key)
 
 
-def convert_marks(ix: Indexer) -> None:
+def convert_marks(ix: Indexer) -> bool:
     """Rewrite every persona's mark of an earlier layout (also of personas no longer synced), then
-    truncate the WAL, which still held the old rows. Once a process: cheap, a few meta rows."""
+    truncate the WAL, which still held the old rows; while a reader keeps it from truncating, the
+    truncate stays owed (a meta flag) and is tried again. True when nothing is owed any more."""
     converted = False
     for persona in ix.state.meta_scopes(LATE_MARK_KEY):
         before = ix.state.get_json(LATE_MARK_KEY, persona)
         converted |= _read(ix, persona) is not None and ix.state.get_json(LATE_MARK_KEY, persona) != before
     if converted:
-        ix.state.truncate_wal()
+        ix.state.set_meta(WAL_TRUNCATE_OWED_KEY, "late_messages_mark")
+    elif not ix.state.get_meta(WAL_TRUNCATE_OWED_KEY):
+        return True
+    if not ix.state.truncate_wal():
+        log.info("state.wal_truncate_deferred", reason="a reader holds the state DB", action="retried next pass")
+        return False
+    ix.state.delete_meta(WAL_TRUNCATE_OWED_KEY)  # a frame of its own: nothing of the old rows
+    return True
 
 
 def _thin(checkpoints: tuple[Checkpoint, ...]) -> tuple[Checkpoint, ...]:
