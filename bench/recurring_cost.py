@@ -77,7 +77,7 @@ def make_indexer(ledger: Path, index_dir: Path, memory: bool):
     from indexer.state.db import StateDB
 
     state = StateDB(config.state_db_path)
-    redactor, version = make_redactor(config, key=state.key())
+    redactor, version = make_redactor(config, key=state.key)
     return Indexer(config, sinks=build_sinks(config), state=state, redact=lambda text: redactor.redact(text).text,
                    redaction_version=version)
 

@@ -37,4 +37,24 @@ def test_a_file_that_is_not_a_key_is_a_clear_error(tmp_path):
     with pytest.raises(KeyUnreadable) as err:
         load_or_create(path)
     assert str(err.value) == (f"the index key {path} is not a key (5 bytes, not 32): restore it from a backup, "
-                              "or move it aside (a new key is made; the next sync checks the ledger again)")
+                              "or move it aside: a new key is made, and the next sync reads the ledger's messages "
+                              "again and, when known secrets are set, rebuilds every persona")
+    assert err.value.code == 2
+
+
+def test_an_indexer_without_known_secrets_does_not_need_the_key(tmp_path, monkeypatch, config_factory):
+    """A visibility change from the CLI opens an indexer but never a digest: an unreadable key file
+    must not stop it (the key is read when a pass or the known secrets need it)."""
+    from indexer.sync.context import Indexer
+
+    monkeypatch.delenv("LEDGER_INDEXER_KNOWN_SECRETS", raising=False)
+    config = config_factory(sinks=("qmd",))
+    key = config.state_db_path.with_name(config.state_db_path.name + ".key")
+    key.parent.mkdir(parents=True, exist_ok=True)
+    key.write_bytes(b"broken")
+    ix = Indexer(config, sinks=[])
+    try:
+        assert ix.redaction_version.count("+known:") == 0
+    finally:
+        ix.close()
+    assert key.read_bytes() == b"broken"

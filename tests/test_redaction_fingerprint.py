@@ -64,13 +64,13 @@ KEY = bytes(range(32))
 
 def test_known_secrets_add_to_the_fingerprint_not_replace_it(tmp_path, monkeypatch):
     monkeypatch.delenv("LEDGER_INDEXER_KNOWN_SECRETS", raising=False)
-    _redact, plain = make_redactor(_config(tmp_path, None), key=KEY)
+    _redact, plain = make_redactor(_config(tmp_path, None), key=lambda: KEY)
     assert plain == f"{REDACTION_VERSION}+{ruleset_fingerprint()}"
-    _redact, with_known = make_redactor(_config(tmp_path, "correct-horse-battery\n"), key=KEY)
+    _redact, with_known = make_redactor(_config(tmp_path, "correct-horse-battery\n"), key=lambda: KEY)
     assert with_known.startswith(plain + "+known:")
-    _redact, other_known = make_redactor(_config(tmp_path, "another-secret-value\n"), key=KEY)
+    _redact, other_known = make_redactor(_config(tmp_path, "another-secret-value\n"), key=lambda: KEY)
     assert other_known.startswith(plain + "+known:") and other_known != with_known
-    _redact, same_again = make_redactor(_config(tmp_path, "correct-horse-battery\n"), key=KEY)
+    _redact, same_again = make_redactor(_config(tmp_path, "correct-horse-battery\n"), key=lambda: KEY)
     assert same_again == with_known  # stable while the set and the key are
 
 
@@ -82,8 +82,8 @@ def test_the_known_secrets_digest_cannot_be_checked_without_the_index_key(tmp_pa
 
     monkeypatch.delenv("LEDGER_INDEXER_KNOWN_SECRETS", raising=False)
     cfg = _config(tmp_path, "Summer2024!\n")
-    _r, here = make_redactor(cfg, key=KEY)
-    _r, elsewhere = make_redactor(cfg, key=bytes(32))
+    _r, here = make_redactor(cfg, key=lambda: KEY)
+    _r, elsewhere = make_redactor(cfg, key=lambda: bytes(32))
     digest = here.rsplit("+known:", 1)[1]
     assert here != elsewhere and len(digest) == 16
     for guess in ("Summer2024!", "summer2024!", "Winter2024!"):
@@ -93,7 +93,7 @@ def test_the_known_secrets_digest_cannot_be_checked_without_the_index_key(tmp_pa
 def test_a_rule_change_with_known_secrets_still_changes_the_version(tmp_path, monkeypatch):
     monkeypatch.delenv("LEDGER_INDEXER_KNOWN_SECRETS", raising=False)
     cfg = _config(tmp_path, "correct-horse-battery\n")
-    _r, before = make_redactor(cfg, key=KEY)
+    _r, before = make_redactor(cfg, key=lambda: KEY)
     monkeypatch.setattr(rules, "TOKEN_RULES", rules.TOKEN_RULES[:-1])
-    _r, after = make_redactor(cfg, key=KEY)
+    _r, after = make_redactor(cfg, key=lambda: KEY)
     assert before != after

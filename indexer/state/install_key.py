@@ -13,13 +13,17 @@ import os
 import secrets
 from pathlib import Path
 
-from indexer.core.errors import CliError
+from indexer.core.errors import EXIT_USAGE, CliError
 
 KEY_BYTES = 32
 
 
 class KeyUnreadable(CliError):
-    """The key file is there but cannot be read, or is not a key."""
+    """The key file is there but cannot be read, or is not a key: a set-up error (exit 2, so systemd
+    does not restart into it)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, EXIT_USAGE)
 
 
 def load_or_create(path: Path) -> bytes:
@@ -42,7 +46,16 @@ def load_or_create(path: Path) -> bytes:
         pass
     finally:
         tmp.unlink()
+    _fsync_dir(path.parent)  # the link must outlive a crash: digests made with the key get committed
     return _read(path)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _read(path: Path) -> bytes:
@@ -51,11 +64,13 @@ def _read(path: Path) -> bytes:
     except FileNotFoundError:
         raise
     except OSError as exc:
-        raise KeyUnreadable(f"the index key {path} cannot be read ({exc.strerror}): give this user read "
-                            "access to it (never delete it: digests made with it would all change)") from None
+        raise KeyUnreadable(f"the index key {path} cannot be read ({exc.strerror}): give the service user "
+                            "read access to it (a new key would mean a full rebuild when known secrets are set)"
+                            ) from None
     if len(key) != KEY_BYTES:
         raise KeyUnreadable(f"the index key {path} is not a key ({len(key)} bytes, not {KEY_BYTES}): restore "
-                            "it from a backup, or move it aside (a new key is made; the next sync checks the ledger again)")
+                            "it from a backup, or move it aside: a new key is made, and the next sync reads the "
+                            "ledger's messages again and, when known secrets are set, rebuilds every persona")
     return key
 
 

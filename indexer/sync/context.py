@@ -48,9 +48,9 @@ def known_secrets(config: Config):
     return KnownSecrets(values) if values else None
 
 
-def make_redactor(config: Config, *, key: bytes):
+def make_redactor(config: Config, *, key: Callable[[], bytes]):
     """The redactor for documents (:class:`redaction.Redactor`), and the ruleset version.
-    ``key``: the index's key (``StateDB.key``), for the digest of the known secrets."""
+    ``key``: gives the index's key (``StateDB.key``), asked only for the digest of known secrets."""
     from redaction import REDACTION_VERSION, Redactor, ruleset_fingerprint
 
     known = known_secrets(config)
@@ -62,7 +62,7 @@ def make_redactor(config: Config, *, key: bytes):
         # A new known secret must reach documents already indexed: it changes the version, which
         # triggers a rebuild. The version is shown by /v1/status: only a digest keyed with the
         # index's key is in it (a plain digest of a weak secret can be recovered by guessing).
-        digest = keyed_digest(key, "\n".join(sorted(known.values)), length=16)
+        digest = keyed_digest(key(), "\n".join(sorted(known.values)), length=16)
         version = f"{version}+known:{digest}"
     return redactor, version
 
@@ -104,7 +104,7 @@ class Indexer:
         if redact is None:
             from indexer.sync.recurring import SecretMemory
 
-            redactor, redaction_version = make_redactor(config, key=self.state.key())
+            redactor, redaction_version = make_redactor(config, key=self.state.key)
             self.secrets = SecretMemory(redactor)
             redact = lambda text: redactor.redact(text).text  # noqa: E731
         self.redact = redact
