@@ -207,3 +207,15 @@ def test_demo_into_an_existing_folder_keeps_what_is_there(tmp_path):
         "kept as they were: agents.db, workspace/atlas/MEMORY.md, workspace/atlas/memory/2026-11-14.md, "
         "admin.token, ledger-indexer.toml (delete them for fresh demo files)")
     assert cfg.read_text() == edited and (demo / "workspace" / "atlas" / "MEMORY.md").read_text() == "# mine\n"
+
+
+def test_the_name_rules_load_without_the_api():
+    """The CLI checks a project or label name before anything changes: with rules that import no web
+    framework (FastAPI and the app cost ~0.4 s a command)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from indexer.core.names import LABEL, PROJECT_NAME; "
+            "print(sorted(m for m in ('fastapi', 'pydantic', 'indexer.service.api') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from indexer.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CliError, defer_logging, ensure_logging
 
-if TYPE_CHECKING:  # imported when a command needs it: FastAPI comes with it
-    from indexer.service.api.models import TextRule
+if TYPE_CHECKING:
+    from indexer.core.names import TextRule
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 # Answered by a running daemon when one holds the index: logging is set up only if
@@ -261,7 +261,7 @@ def cmd_get(args) -> int:
 
 
 def _check_names(*checks: tuple[TextRule, str]) -> None:
-    """Each (rule, value) by the HTTP API's own rule (``indexer.service.api.models.TextRule``): the
+    """Each (rule, value) by the HTTP API's own rule (``indexer.core.names.TextRule``): the
     same names are refused here as there, before the config is read or anything changes."""
     for rule, value in checks:
         refusal = rule.refusal(value)
@@ -273,7 +273,7 @@ def cmd_project(args) -> int:
     from indexer.cli.commands import run_project
 
     if args.action != "list":
-        from indexer.service.api.models import LABEL, PROJECT_NAME
+        from indexer.core.names import LABEL, PROJECT_NAME
 
         _check_names((PROJECT_NAME, args.name), *((LABEL, label) for label in args.labels))
     return run_project(_config(args), args)
@@ -281,7 +281,7 @@ def cmd_project(args) -> int:
 
 def cmd_session(args) -> int:
     from indexer.cli.commands import run_visibility
-    from indexer.service.api.models import LABEL
+    from indexer.core.names import LABEL
 
     _check_names((LABEL, args.label))
     return run_visibility(_config(args), args.label, args.visibility)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import Path
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
+from indexer.core.names import DOC_PATH, LABEL, NO_NUL_PATTERN, PERSONA, PROJECT_NAME, TextRule
 from indexer.core.scopes import Scope
 from indexer.search.searcher import MAX_QUERY_CHARS, Mode, SearchRequest
 
@@ -21,9 +21,6 @@ UNAVAILABLE = "index unavailable, retry"
 MAX_ERROR_DETAILS = 20
 
 
-_NO_NUL = r"^[^\x00]*$"
-
-
 def _no_nul(value: str) -> str:
     if "\x00" in value:
         raise ValueError("must not contain NUL characters")
@@ -34,38 +31,6 @@ def _json_int(value: Any) -> Any:
     if isinstance(value, (bool, str)):
         raise PydanticCustomError("int_type", "Input should be a valid integer")
     return value
-
-
-@dataclass(frozen=True, slots=True)
-class TextRule:
-    """What a name may be: 1 to ``max_length`` characters, NUL only where ``nul``. One definition
-    for the API's models below and the CLI's own checks (``indexer.cli.main``)."""
-
-    what: str
-    max_length: int
-    nul: bool = False
-
-    def describe(self) -> str:
-        return f"1 to {self.max_length} characters" + ("" if self.nul else ", no NUL")
-
-    def allows(self, value: str) -> bool:
-        return 0 < len(value) <= self.max_length and (self.nul or "\x00" not in value)
-
-    def refusal(self, value: str) -> str | None:
-        """None when ``value`` is allowed, else one line naming it (its first 40 characters) and the rule."""
-        return None if self.allows(value) else f"invalid {self.what} {value[:40]!r}: {self.describe()}"
-
-    def schema(self) -> dict[str, str] | None:
-        return None if self.nul else {"pattern": _NO_NUL}
-
-
-PERSONA = TextRule("persona", 256)
-# A session label is any string of the ledger, NUL included (ARCHITECTURE.md "Document contract"):
-# the state DB, LanceDB filters (exporters.lancedb.sql_str), the QMD export (safe_segment) and the
-# logs take it as it is, so the API takes it too.
-LABEL = TextRule("session label", 1024, nul=True)
-PROJECT_NAME = TextRule("project name", 256)
-DOC_PATH = TextRule("path", 4096)
 
 
 def _text(rule: TextRule) -> Any:
