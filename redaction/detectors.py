@@ -76,9 +76,10 @@ def char_before(text: str, pos: int) -> str:
 
 
 def word_before(text: str, pos: int, extra: str = "") -> bool:
-    """Is the character before ``pos`` part of a word (or in ``extra``)?"""
+    """Is the character before ``pos`` part of an ASCII word (or in ``extra``)? ASCII only: Chinese and
+    Japanese put no space before a token (``我的令牌是ghp_…``), and tokens are ASCII."""
     c = char_before(text, pos)
-    return bool(c) and (c.isalnum() or c in extra)
+    return bool(c) and ((c.isascii() and c.isalnum()) or c in extra)
 
 
 # --------------------------------------------------------------------------

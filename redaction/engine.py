@@ -450,8 +450,10 @@ def _with_repeats(text: str, segments: list[tuple[int, int, str, int]]) -> list[
     known = KnownSecrets(values, min_length=MIN_REPEAT_LENGTH)
     cands = [(s, e, rule, keep, _PRIO_KEPT, 0) for s, e, rule, keep in segments]
     extra = False
+    starts = [cs for cs, _ce, _r, _k in segments]  # sorted, not overlapping: one lookup an occurrence
     for s, e in known.spans(text):
-        if not any(cs <= s and e <= ce for cs, ce, _r, _k in segments):
+        k = bisect.bisect_right(starts, s) - 1
+        if not (k >= 0 and e <= segments[k][1]):
             rule = values.get(text[s:e], "repeated-secret")
             cands.append((s, e, rule, 0, _PRIO_KNOWN, 0))
             extra = True

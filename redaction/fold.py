@@ -34,10 +34,21 @@ __all__ = ["Folded", "fold", "fold_value"]
 # the characters a fold may change; a regex scan for those is ~4x slower.
 _ASCII_KEPT = bytes(range(0x20, 0x7F)) + b"\t\n\r"
 _DROP = "\x00"  # what the translation table maps a removed character to
-# A run of removed characters: the translated NULs and whole ANSI escape
-# sequences (CSI ``ESC [ params letter``, OSC ``ESC ] ... BEL``). Each
-# alternative starts with a distinct character or is bounded: linear time.
-_DROP_RUN_RE = re.compile(r"(?:\x1b\[[0-9;?]{0,32}[A-Za-z]|\x1b\][^\x07\x1b\n]{0,256}(?:\x07|\x1b\\)|[\x00\x1b])+")
+# A run of removed characters: the translated NULs and ANSI escape sequences —
+# a whole CSI (``ESC [`` parameters, intermediates, final byte: ECMA-48), and
+# of an OSC (``ESC ] 8 ; params ; URI ST``, a window title) only its opener:
+# its text, a hyperlink's URL or a title, is scanned like any other, and its
+# terminator separates (BEL reads as a space, ``ESC \`` as its backslash).
+# Each alternative starts with a distinct character or is bounded: linear time.
+_DROP_RUN_RE = re.compile(r"(?:\x1b\[[0-?]{0,32}[ -/]{0,4}[@-~]|\x1b\][0-9]{0,4};?|[\x00\x1b])+")
+# Dashes NFKC leaves as they are (a token's hyphens written by a word processor or a font)
+_DASHES = frozenset("\u2010\u2011\u2012\u2013\u2014\u2015\u2043\u2212\ufe58")
+# Invisible characters Unicode lists as default-ignorable that are not format characters (Cf):
+# combining grapheme joiner, Hangul fillers, Khmer and Mongolian inherent vowels and selectors,
+# variation selectors. Dropped from the scanned copy only (an emoji keeps its selector in the text).
+_IGNORABLE = frozenset(
+    "\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180f\u3164\uffa0"
+    + "".join(chr(c) for c in range(0xFE00, 0xFE10)) + "".join(chr(c) for c in range(0xE0100, 0xE01F0)))
 _TABLE_LIMIT = 1 << 16  # distinct characters remembered; a text's alphabet is far smaller
 
 
@@ -53,7 +64,13 @@ class _FoldTable(dict):
 
 def _fold_char(ch: str) -> str:
     if ch == "\x1b":
-        return ch  # kept for _DROP_RUN_RE, which removes the whole escape sequence
+        return ch  # kept for _DROP_RUN_RE, which removes escape sequences
+    if ch == "\x07":
+        return " "  # BEL ends an OSC: what follows is other text
+    if ch in _DASHES:
+        return "-"
+    if ch in _IGNORABLE:
+        return _DROP
     cat = unicodedata.category(ch)
     if cat in ("Zl", "Zp"):
         return "\n"

@@ -8,6 +8,7 @@ them here guarantees they never reach the index, wherever they appear.
 from __future__ import annotations
 
 import json
+import unicodedata
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,11 @@ class IgnoredEntry:
     line: int
     """1-based position in the file / list."""
     reason: str
+
+
+_FIND_EACH_LIMIT = 64  # needles searched one by one up to this many; more: one walk by prefix
+_PREFIX = 16  # characters a needle is looked up by (fewer when one is shorter): past a shared
+# vendor prefix (ghp_), so a bucket holds few needles
 
 
 class KnownSecrets:
@@ -60,11 +66,13 @@ class KnownSecrets:
         for v in kept:
             # Text is matched in its folded form (fold.py): a value with a
             # non-breaking space or a full-width letter is looked for folded too.
-            for form in {v, fold_value(v)}:
+            # Composed and decomposed (macOS writes "ü" as "u" + a combining mark) forms too.
+            forms = {v, unicodedata.normalize("NFC", v), unicodedata.normalize("NFD", v)}
+            for form in forms | {fold_value(f) for f in forms}:
                 if len(form) >= min_length:
                     needles.add(form)
                     needles.add(json.dumps(form, ensure_ascii=False)[1:-1])
-                    needles.add(quote(form, safe=""))
+                    needles.add(quote(form, safe="", errors="surrogatepass"))
         self._values = tuple(kept)
         # Longest first, so a secret that contains another is masked whole.
         self._needles = tuple(sorted(needles, key=len, reverse=True))
@@ -110,10 +118,26 @@ class KnownSecrets:
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         """Every occurrence of every needle, as (start, end) offsets."""
+        if len(self._needles) > _FIND_EACH_LIMIT:
+            return self._spans_by_prefix(text)
         out: list[tuple[int, int]] = []
         for needle in self._needles:
             i = text.find(needle)
             while i >= 0:
                 out.append((i, i + len(needle)))
                 i = text.find(needle, i + 1)
+        return out
+
+    def _spans_by_prefix(self, text: str) -> list[tuple[int, int]]:
+        """The same, in one walk of the text: with thousands of needles (a text full of distinct
+        secrets, each a repeat to look for) a search per needle is quadratic."""
+        width = min(_PREFIX, *(len(n) for n in self._needles))  # the shortest needle's length, at most _PREFIX
+        by_prefix: dict[str, list[str]] = {}
+        for needle in self._needles:
+            by_prefix.setdefault(needle[:width], []).append(needle)
+        out: list[tuple[int, int]] = []
+        for i in range(len(text) - width + 1):
+            for needle in by_prefix.get(text[i:i + width], ()):
+                if text.startswith(needle, i):
+                    out.append((i, i + len(needle)))
         return out

@@ -142,8 +142,24 @@ def find_stated_credentials(text: str, low: str) -> Iterator[Candidate]:
         if v is None:
             continue
         s, e = _value_span(text, v)
-        if not _VERSION_RE.fullmatch(text, s, e) and _value_ok(text, s, e, None, min_len=8):
+        if (not _VERSION_RE.fullmatch(text, s, e) and _looks_generated(text[s:e])
+                and _value_ok(text, s, e, None, min_len=8)):
             yield ("credential-phrase", s, e, 0)
+
+
+def _class(c: str) -> str:
+    return "u" if c.isupper() else "l" if c.islower() else "d" if c.isdigit() else "o"
+
+
+def _looks_generated(value: str) -> bool:
+    """A stated value is a credential only when it reads as generated: upper and lower case and a
+    digit, switching between them often (``Zq8pX2mN4v``), not an identifier or a name with a number
+    (``Python3.12``, ``camelCase2Var``, ``SHA256withRSA``, ``user_id2``), and no short dotted name."""
+    classes = [_class(c) for c in value]
+    if not {"u", "l", "d"} <= set(classes) or ("." in value and len(value) < 20):
+        return False
+    switches = sum(1 for a, b in zip(classes, classes[1:]) if a != b)
+    return switches >= 0.45 * (len(value) - 1)
 
 
 # "the key is v1.2.3-beta4": a version, not a credential.

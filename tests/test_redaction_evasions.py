@@ -287,3 +287,98 @@ def test_a_credential_stated_in_prose(text):
 ])
 def test_stated_credential_negatives(text):
     assert_unchanged(text)
+
+
+# ---------------------------------------------------------------------------
+# 6. A second review (all failing on 1.4.0 as first committed)
+# ---------------------------------------------------------------------------
+
+JWT = ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ."
+       "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c")
+
+
+@pytest.mark.parametrize("before", ["我的令牌是", "令牌", "é", "키", "ключ", "我的token是"])
+@pytest.mark.parametrize("secret", [GH, AKIA, SK, GLPAT])
+def test_a_token_glued_to_a_letter_of_another_script_is_found(before, secret):
+    """Chinese and Japanese put no space before a token: a CJK (or accented) letter is no word of it."""
+    assert_masked(f"{before}{secret}。", secret)
+
+
+@pytest.mark.parametrize("text, secret", [
+    ('db_password = "Tr0ub4dor\\"&3xyzQ"', 'Tr0ub4dor\\"&3xyzQ'),
+    ('export DB_PASSWORD="Tr0ub4dor&3\\$xyzQ"', "Tr0ub4dor&3\\$xyzQ"),
+    ('{"password":"Xk9mQ2vL7pR4zz\\u003d"}', "Xk9mQ2vL7pR4zz"),
+    ('{"aws_secret_access_key":"wJalrXUtnFEMI\\/K7MDENG\\/bPxRfiCYzz9m3KeyQ1"}', "bPxRfiCYzz9m3KeyQ1"),
+    ("api_token = 'Qm7tR2vX9p\\'L4kW8nZ3sD6f'", "L4kW8nZ3sD6f"),          # held out: single quotes
+])
+def test_a_quoted_value_with_a_backslash_escape_is_masked(text, secret):
+    assert_masked(text, secret)
+
+
+@pytest.mark.parametrize("text, secret", [
+    ("\x1b]8;;https://alice:S3cr3tPassw0rd99@db.example.com/\x1b\\click\x1b]8;;\x1b\\", "S3cr3tPassw0rd99"),
+    (f"\x1b]8;;https://x.io/?t={GH}\x07link\x1b]8;;\x07", GH),
+    (f"\x1b]0;export GITHUB_TOKEN={GH}\x1b\\", GH),
+    ("\x1b[2 q" + JWT, JWT),
+    ("\x1b[>4;2m" + JWT, JWT),
+    (f"\x1b[38;5;208m{SK}\x1b[0m", SK),                                  # held out: 256-colour CSI
+])
+def test_terminal_escape_sequences_hide_nothing(text, secret):
+    """An OSC's text (a hyperlink's URL, a window title) is scanned; a CSI is removed whole, by its
+    standard grammar (intermediate bytes, private markers)."""
+    assert_masked(text, secret)
+
+
+@pytest.mark.parametrize("dash", ["\u2010", "\u2011", "\u2012", "\u2013", "\u2212"])
+def test_a_token_written_with_unicode_dashes_is_found(dash):
+    assert_masked(SK.replace("-", dash), SK[8:])
+
+
+@pytest.mark.parametrize("ignorable", ["\ufe0f", "\u034f", "\u180b", "\u3164", "\uffa0", "\U000e0100"])
+def test_default_ignorable_characters_between_every_character_hide_nothing(ignorable):
+    out = redact("here " + ignorable.join(GH) + " ok").text
+    assert GH[4:16] not in out.replace(ignorable, ""), out  # a reader drops the invisible characters
+
+
+def test_a_known_secret_is_found_composed_or_decomposed():
+    from redaction import KnownSecrets, Redactor
+
+    value = "Grüße-Sommer2024!"
+    redactor = Redactor(known=KnownSecrets([value]))
+    for form in ("NFC", "NFD"):
+        out = redactor.redact(f"pw {unicodedata.normalize(form, value)} ok").text
+        assert out == "pw [REDACTED:known-secret] ok", form
+
+
+@pytest.mark.parametrize("text", ["Password: \ud800abc12345678", "token=\udcffabcdEFGH12345678xyz",
+                                  "password: x\ud800abcdef12345"])
+def test_a_lone_surrogate_in_a_found_value_does_not_crash(text):
+    out = redact(text).text
+    assert "[REDACTED" in out and redact(out).text == out
+
+
+@pytest.mark.parametrize("value", ["user_id2", "Python3.12", "AES-256-GCM", "id_ed25519.pub", "camelCase2Var",
+                                   "python3.12-slim", "X25519Kyber768", "ctrl+shift+p2", "2fa-enabled",
+                                   "expired2024", "i18n-ready", "SHA256withRSA"])
+def test_a_stated_identifier_or_name_with_a_number_is_no_credential(value):
+    assert_unchanged(f"the key is {value} here")
+    assert_unchanged(f"the token is {value}.")
+
+
+def test_many_distinct_secrets_are_each_masked_and_their_repeats_too():
+    """A text full of distinct tokens (each a repeat to look for) is searched in one walk, not one
+    search per token: the same spans as the search per needle."""
+    import random
+    import string
+
+    from redaction import KnownSecrets
+
+    rng = random.Random(7)
+    tokens = ["ghp_" + "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(36)) for _ in range(300)]
+    text = " ".join(tokens) + "\nagain: " + " ".join(tokens[::7])
+    out = redact(text).text
+    assert out.count("[REDACTED") == 300 + len(tokens[::7]) and not any(t[4:16] in out for t in tokens)
+    known = KnownSecrets(tokens)
+    assert len(known.needles) > 64
+    expected = sorted((i, i + len(n)) for n in known.needles for i in range(len(text)) if text.startswith(n, i))
+    assert sorted(known.spans(text)) == expected
