@@ -190,15 +190,22 @@ def test_a_head_whose_ancestry_is_null_is_read_from_its_turns_parents(writer, le
         ix.close()
 
 
+def _indexed_then_a_null_ancestry_with_a_broken_parent(writer, ix) -> tuple[list[str], str]:
+    """Two turns indexed; then a head whose ancestry is NULL, and the oldest turn's parent a turn
+    that does not exist. Returns (the two turns, the head)."""
+    older = [writer.turn("main", user=f"decision {i}: use postgres", assistant=f"ok {i}") for i in range(2)]
+    sync_once(ix)
+    head = writer.turn("main", user="the new question", assistant="the new answer")
+    writer.execute("UPDATE threads SET ancestry = NULL WHERE turn_id = ?", (head,))
+    writer.execute("UPDATE turns SET parent_turn_id = 'no-such-turn' WHERE id = ?", (older[0],))
+    return older, head
+
+
 def test_a_null_ancestry_whose_parents_lead_nowhere_is_a_bad_row_and_the_session_keeps_its_documents(
         writer, ledger_path, config_factory):
-    older = [writer.turn("main", user=f"decision {i}: use postgres", assistant=f"ok {i}") for i in range(2)]
     ix = _indexer(config_factory(sinks=("lancedb",)))
     try:
-        sync_once(ix)
-        head = writer.turn("main", user="the new question", assistant="the new answer")
-        writer.execute("UPDATE threads SET ancestry = NULL WHERE turn_id = ?", (head,))
-        writer.execute("UPDATE turns SET parent_turn_id = 'no-such-turn' WHERE id = ?", (older[0],))
+        older, head = _indexed_then_a_null_ancestry_with_a_broken_parent(writer, ix)
         summary = sync_once(ix).personas["atlas"]
         assert summary.documents_deleted == 0
         assert {p.rsplit("/", 1)[-1][:-3] for p in ix.state.paths("atlas")} == set(older)
@@ -229,13 +236,9 @@ def test_a_null_ancestry_bad_for_a_broken_parent_is_indexed_once_the_parent_is_m
                                                                                       config_factory):
     """The bad row is the head's, but what broke is an older turn's parent: mending that turn must
     change the head's fingerprint, or the head stays bad until a --retry-bad."""
-    older = [writer.turn("main", user=f"decision {i}: use postgres", assistant=f"ok {i}") for i in range(2)]
     ix = _indexer(config_factory(sinks=("lancedb",)))
     try:
-        sync_once(ix)
-        head = writer.turn("main", user="the new question", assistant="the new answer")
-        writer.execute("UPDATE threads SET ancestry = NULL WHERE turn_id = ?", (head,))
-        writer.execute("UPDATE turns SET parent_turn_id = 'no-such-turn' WHERE id = ?", (older[0],))
+        older, head = _indexed_then_a_null_ancestry_with_a_broken_parent(writer, ix)
         sync_once(ix)
         assert [b["turn_id"] for b in ix.state.bad_list("atlas")] == [head]
         writer.execute("UPDATE turns SET parent_turn_id = NULL WHERE id = ?", (older[0],))  # mended

@@ -90,6 +90,16 @@ def test_a_memory_file_that_cannot_be_read_keeps_its_indexed_document(writer, co
         ix.close()
 
 
+def _one_memory_file(writer, config_factory, tmp_path, text: str):
+    """A ledger turn and one memory file holding ``text``, both sinks configured: (the file, config)."""
+    writer.turn("main", user="hello", assistant="hi")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    note = ws / "MEMORY.md"
+    note.write_text(text)
+    return note, config_factory(memory={"atlas": [str(note)]}, sinks=("lancedb", "qmd"))
+
+
 def test_a_rebuild_carries_over_the_document_of_a_memory_file_it_cannot_read(writer, config_factory, tmp_path):
     """A rebuild replaces the whole set: the document of a file there but not readable (here: past the
     size limit) is carried over from the live sinks, the same text, so a later pass skips it by hash."""
@@ -98,12 +108,7 @@ def test_a_rebuild_carries_over_the_document_of_a_memory_file_it_cannot_read(wri
     from indexer.sync import memory_source
     from indexer.sync.context import build_sinks
 
-    writer.turn("main", user="hello", assistant="hi")
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    note = ws / "MEMORY.md"
-    note.write_text("# Atlas\ndecided: canary first\n")
-    config = config_factory(memory={"atlas": [str(note)]}, sinks=("lancedb", "qmd"))
+    note, config = _one_memory_file(writer, config_factory, tmp_path, "# Atlas\ndecided: canary first\n")
     ix = Indexer(config, sinks=build_sinks(config, embedder=FakeEmbedder()), redact=lambda s: s,
                  redaction_version="t")
     try:
@@ -133,12 +138,7 @@ def test_a_carried_over_memory_document_is_redacted_by_the_rebuilds_rules(writer
     from indexer.sync import memory_source
     from indexer.sync.context import build_sinks
 
-    writer.turn("main", user="hello", assistant="hi")
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    note = ws / "MEMORY.md"
-    note.write_text("# Atlas\ndb password hunter2-canary-730519\n")
-    config = config_factory(memory={"atlas": [str(note)]}, sinks=("lancedb", "qmd"))
+    note, config = _one_memory_file(writer, config_factory, tmp_path, "# Atlas\ndb password hunter2-canary-730519\n")
 
     def indexer(redact, version):
         return Indexer(config, sinks=build_sinks(config, embedder=FakeEmbedder()), redact=redact,

@@ -168,6 +168,13 @@ class _FailingOnce:
         return self.real(persona, docs)
 
 
+def _fail_next_upsert(sink, monkeypatch) -> _FailingOnce:
+    failing = _FailingOnce(sink)
+    failing.real, failing.armed = sink.upsert, True
+    monkeypatch.setattr(sink, "upsert", failing)
+    return failing
+
+
 @pytest.mark.parametrize("change", ["revived", "moved"])
 def test_a_session_to_build_with_no_history_row_is_built_by_a_later_pass_when_its_write_failed(
         writer, indexer, ledger_path, change, monkeypatch):
@@ -189,9 +196,7 @@ def test_a_session_to_build_with_no_history_row_is_built_by_a_later_pass_when_it
         writer.execute("UPDATE sessions SET persona_id = 'zeta' WHERE label = 'main'")
         persona = "zeta"
     sink = ix.sinks[0]
-    failing = _FailingOnce(sink)
-    failing.real, failing.armed = sink.upsert, True
-    monkeypatch.setattr(sink, "upsert", failing)
+    failing = _fail_next_upsert(sink, monkeypatch)
     with pytest.raises(SinkError):
         sync_once(ix)
     assert failing.failed == 1  # the build of the session was under way
@@ -240,9 +245,7 @@ def test_a_changed_bad_turn_whose_rebuild_failed_is_retried_by_the_next_pass(wri
     con.commit()
     con.close()
     sink = ix.sinks[0]
-    failing = _FailingOnce(sink)
-    failing.real, failing.armed = sink.upsert, True
-    monkeypatch.setattr(sink, "upsert", failing)
+    failing = _fail_next_upsert(sink, monkeypatch)
     with pytest.raises(SinkError):
         sync_once(ix)
     assert failing.failed == 1
