@@ -41,8 +41,9 @@ _DROP = "\x00"  # what the translation table maps a removed character to
 # terminator separates (BEL reads as a space, ``ESC \`` as its backslash).
 # Each alternative starts with a distinct character or is bounded: linear time.
 _DROP_RUN_RE = re.compile(r"(?:\x1b\[[0-?]{0,32}[ -/]{0,4}[@-~]|\x1b\][0-9]{0,4};?|[\x00\x1b])+")
-# Dashes NFKC leaves as they are (a token's hyphens written by a word processor or a font)
-_DASHES = frozenset("\u2010\u2011\u2012\u2013\u2014\u2015\u2043\u2212\ufe58")
+# Unicode dashes are left as they are: folded to "-", an em dash in prose before a token
+# ("here it is—sk-proj-…") glued it to the word before, and rules that refuse a "-" before a token
+# missed it. A token whose own hyphens are Unicode dashes is a known gap (redaction/README.md).
 # Invisible characters Unicode lists as default-ignorable that are not format characters (Cf):
 # combining grapheme joiner, Hangul fillers, Khmer and Mongolian inherent vowels and selectors,
 # variation selectors. Dropped from the scanned copy only (an emoji keeps its selector in the text).
@@ -67,8 +68,6 @@ def _fold_char(ch: str) -> str:
         return ch  # kept for _DROP_RUN_RE, which removes escape sequences
     if ch == "\x07":
         return " "  # BEL ends an OSC: what follows is other text
-    if ch in _DASHES:
-        return "-"
     if ch in _IGNORABLE:
         return _DROP
     cat = unicodedata.category(ch)

@@ -34,9 +34,9 @@ class IgnoredEntry:
     reason: str
 
 
-_FIND_EACH_LIMIT = 64  # needles searched one by one up to this many; more: one walk by prefix
-_PREFIX = 16  # characters a needle is looked up by (fewer when one is shorter): past a shared
-# vendor prefix (ghp_), so a bucket holds few needles
+# One walk of the text (a set lookup per needle length at each offset, in Python) pays off over a
+# search per needle (in C) only with hundreds of needles a length.
+_NEEDLES_PER_LENGTH = 500
 
 
 class KnownSecrets:
@@ -46,7 +46,7 @@ class KnownSecrets:
     the two encodings transcripts most often add around a value.
     """
 
-    __slots__ = ("_values", "_needles", "_ignored")
+    __slots__ = ("_values", "_needles", "_lengths", "_ignored")
 
     def __init__(self, values: Iterable[str] = (), *, min_length: int = MIN_KNOWN_SECRET_LENGTH) -> None:
         kept: list[str] = []
@@ -76,6 +76,9 @@ class KnownSecrets:
         self._values = tuple(kept)
         # Longest first, so a secret that contains another is masked whole.
         self._needles = tuple(sorted(needles, key=len, reverse=True))
+        self._lengths: dict[int, frozenset[str]] = {}
+        for length in {len(n) for n in needles}:
+            self._lengths[length] = frozenset(n for n in needles if len(n) == length)
         self._ignored = tuple(ignored)
 
     @classmethod
@@ -117,9 +120,11 @@ class KnownSecrets:
         return KnownSecrets(self._values + other._values)
 
     def spans(self, text: str) -> list[tuple[int, int]]:
-        """Every occurrence of every needle, as (start, end) offsets."""
-        if len(self._needles) > _FIND_EACH_LIMIT:
-            return self._spans_by_prefix(text)
+        """Every occurrence of every needle, as (start, end) offsets. A search per needle (``str.find``,
+        fast) unless there are far more needles than needle lengths: a text full of distinct secrets,
+        each a repeat to look for, where a search per needle is quadratic."""
+        if len(self._needles) > _NEEDLES_PER_LENGTH * len(self._lengths):
+            return self._spans_by_length(text)
         out: list[tuple[int, int]] = []
         for needle in self._needles:
             i = text.find(needle)
@@ -128,16 +133,12 @@ class KnownSecrets:
                 i = text.find(needle, i + 1)
         return out
 
-    def _spans_by_prefix(self, text: str) -> list[tuple[int, int]]:
-        """The same, in one walk of the text: with thousands of needles (a text full of distinct
-        secrets, each a repeat to look for) a search per needle is quadratic."""
-        width = min(_PREFIX, *(len(n) for n in self._needles))  # the shortest needle's length, at most _PREFIX
-        by_prefix: dict[str, list[str]] = {}
-        for needle in self._needles:
-            by_prefix.setdefault(needle[:width], []).append(needle)
+    def _spans_by_length(self, text: str) -> list[tuple[int, int]]:
+        """The same, in one walk of the text: at each offset, one set lookup per needle length."""
         out: list[tuple[int, int]] = []
-        for i in range(len(text) - width + 1):
-            for needle in by_prefix.get(text[i:i + width], ()):
-                if text.startswith(needle, i):
-                    out.append((i, i + len(needle)))
+        groups = sorted(self._lengths.items())
+        for i in range(len(text)):
+            for length, group in groups:
+                if text[i:i + length] in group:
+                    out.append((i, i + length))
         return out

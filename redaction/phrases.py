@@ -152,11 +152,16 @@ def _class(c: str) -> str:
 
 
 def _looks_generated(value: str) -> bool:
-    """A stated value is a credential only when it reads as generated: upper and lower case and a
-    digit, switching between them often (``Zq8pX2mN4v``), not an identifier or a name with a number
-    (``Python3.12``, ``camelCase2Var``, ``SHA256withRSA``, ``user_id2``), and no short dotted name."""
+    """A stated value is a credential only when it reads as generated, switching often between
+    letters and digits (and cases): ``Zq8pX2mN4v``, or in one case ``x7k9m2p4q8r1w3`` (then 10
+    characters at least, letters and digits only). Not an identifier or a name with a number
+    (``Python3.12``, ``camelCase2Var``, ``SHA256withRSA``, ``user_id2``, ``expired2024``), and no short
+    dotted name."""
     classes = [_class(c) for c in value]
-    if not {"u", "l", "d"} <= set(classes) or ("." in value and len(value) < 20):
+    kinds = set(classes)
+    if "d" not in kinds or ("." in value and len(value) < 20):
+        return False
+    if not {"u", "l"} <= kinds and not (len(value) >= 10 and kinds in ({"u", "d"}, {"l", "d"})):
         return False
     switches = sum(1 for a, b in zip(classes, classes[1:]) if a != b)
     return switches >= 0.45 * (len(value) - 1)

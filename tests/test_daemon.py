@@ -356,3 +356,18 @@ def test_status_text_says_when_the_daemons_passes_fail_and_when_they_recover(set
         assert re.fullmatch(r"daemon pid \d+: ready, \d+ passes, \d+ failed", line), line
     finally:
         assert d.stop() == 0
+
+
+def test_an_index_key_that_is_not_a_key_stops_start_up_with_exit_2(setup):
+    """Every pass digests with the key: read at start-up, a broken one is a set-up error (exit 2, one
+    line) that systemd does not restart into — not a pass failing every half second."""
+    tmp, ledger, port, cfg = setup
+    key = tmp / "index" / "state.sqlite.key"
+    key.parent.mkdir(parents=True, exist_ok=True)
+    key.write_bytes(b"broken")
+    out = run_cli_process("--config", str(cfg), "run", timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip().splitlines()[-1] == (
+        f"ledger-indexer: the index key {key} is not a key (6 bytes, not 32): restore it from a backup, or move it "
+        "aside: a new key is made, and the next sync reads the ledger's messages again and, when known secrets "
+        "are set, rebuilds every persona")

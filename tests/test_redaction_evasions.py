@@ -329,9 +329,12 @@ def test_terminal_escape_sequences_hide_nothing(text, secret):
     assert_masked(text, secret)
 
 
-@pytest.mark.parametrize("dash", ["\u2010", "\u2011", "\u2012", "\u2013", "\u2212"])
-def test_a_token_written_with_unicode_dashes_is_found(dash):
-    assert_masked(SK.replace("-", dash), SK[8:])
+@pytest.mark.parametrize("dash", ["\u2014", "\u2013", "\u2212", "\u2011"])
+@pytest.mark.parametrize("before", ["Here it is", "OPENAI_API_KEY", "token "])
+def test_a_token_after_a_unicode_dash_is_found(dash, before):
+    """An em dash in prose right before a key separates it: folded to "-", it glued the key to the
+    word before and rules refusing a "-" before a token missed it."""
+    assert_masked(f"{before}{dash}{SK}", SK)
 
 
 @pytest.mark.parametrize("ignorable", ["\ufe0f", "\u034f", "\u180b", "\u3164", "\uffa0", "\U000e0100"])
@@ -357,6 +360,11 @@ def test_a_lone_surrogate_in_a_found_value_does_not_crash(text):
     assert "[REDACTED" in out and redact(out).text == out
 
 
+@pytest.mark.parametrize("value", ["x7k9m2p4q8r1w3", "X7K9M2P4Q8R1W3", "3f9a2c71e4b8d605", "q8r1w3x7k9"])
+def test_a_stated_credential_in_one_case_is_masked(value):
+    assert_masked(f"the secret is {value}", value)
+
+
 @pytest.mark.parametrize("value", ["user_id2", "Python3.12", "AES-256-GCM", "id_ed25519.pub", "camelCase2Var",
                                    "python3.12-slim", "X25519Kyber768", "ctrl+shift+p2", "2fa-enabled",
                                    "expired2024", "i18n-ready", "SHA256withRSA"])
@@ -374,11 +382,22 @@ def test_many_distinct_secrets_are_each_masked_and_their_repeats_too():
     from redaction import KnownSecrets
 
     rng = random.Random(7)
-    tokens = ["ghp_" + "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(36)) for _ in range(300)]
+    alphabet = string.ascii_letters + string.digits
+    tokens = ["ghp_" + "".join(rng.choice(alphabet) for _ in range(36)) for _ in range(600)]
     text = " ".join(tokens) + "\nagain: " + " ".join(tokens[::7])
     out = redact(text).text
-    assert out.count("[REDACTED") == 300 + len(tokens[::7]) and not any(t[4:16] in out for t in tokens)
-    known = KnownSecrets(tokens)
-    assert len(known.needles) > 64
-    expected = sorted((i, i + len(n)) for n in known.needles for i in range(len(text)) if text.startswith(n, i))
-    assert sorted(known.spans(text)) == expected
+    assert out.count("[REDACTED") == 600 + len(tokens[::7]) and not any(t[4:16] in out for t in tokens)
+    # needles sharing a long prefix (JWTs of one header), of a few lengths, and a short one among them
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOi"
+    needles = [jwt + "".join(rng.choice(alphabet) for _ in range(20 + i % 3)) for i in range(2400)] + ["hunter2"]
+    known = KnownSecrets(needles)
+    text = " ".join(needles[::40]) + " hunter2 " + needles[5] + needles[5]
+    found = known.spans(text)
+    assert len(known.needles) > 500 * 4  # four lengths: the one walk is the path taken
+    expected = []
+    for n in set(known.needles):  # the search per needle, as the reference
+        i = text.find(n)
+        while i >= 0:
+            expected.append((i, i + len(n)))
+            i = text.find(n, i + 1)
+    assert sorted(found) == sorted(expected) and len(expected) > 60

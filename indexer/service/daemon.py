@@ -65,6 +65,7 @@ class Daemon:
         self.lock = acquire(config.index.dir, "run", extra={"host": config.api.host, "port": config.api.port})
         embedder = make_embedder(config) if "lancedb" in config.index.sinks else None
         self.indexer = open_indexer(config, embedder=embedder, role="run")
+        self.indexer.state.key()  # every pass digests with it: an unreadable key stops start-up, not each pass
         self.indexer.publish_scopes()  # object storage: readers get the scope state before the first pass ends
         if "lancedb" in config.index.sinks:
             self.searcher = Searcher(config, embedder=embedder, state=self.indexer.state)
@@ -393,6 +394,9 @@ def run_daemon(config: Config, *, demo_hints: bool = False) -> int:
     except TokenFileError as exc:
         daemon.shutdown()
         raise CliError(str(exc), EXIT_USAGE) from None
+    except CliError:  # says what to do, with its own exit code (2: a set-up error systemd won't retry)
+        daemon.shutdown()
+        raise
     except Exception as exc:
         daemon.shutdown()
         raise CliError(f"cannot start: {exc}") from None

@@ -279,7 +279,10 @@ class StateDB:
 
     def truncate_wal(self, *, wait_ms: int = 200) -> bool:
         """Checkpoint the WAL and truncate it (after rewriting what must not stay on disk). False when
-        a reader's open transaction kept it (waited for ``wait_ms`` only: a pass must not stall)."""
+        a reader's open transaction kept it (waited for ``wait_ms`` only: a pass must not stall), or
+        when called inside a transaction (a checkpoint cannot run there)."""
+        if self.db.connection().in_transaction:
+            return False
         self.db.execute_sql(f"PRAGMA busy_timeout = {int(wait_ms)}")
         try:
             (busy, _log, _done) = self.db.execute_sql("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()

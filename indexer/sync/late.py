@@ -88,16 +88,23 @@ def _stored_key(ix: Indexer, key: str | None) -> str | None:
     return _keyed(ix, row_digest(key) if "|" in key else key)
 
 
+def _earlier_layout(stored: dict | None) -> bool:
+    checkpoints = (stored or {}).get("checkpoints")
+    return isinstance(checkpoints, list) and any(
+        isinstance(c, list) and len(c) == 3 and isinstance(c[2], str) and not c[2].startswith(KEYED)
+        for c in checkpoints)
+
+
 def convert_marks(ix: Indexer) -> bool:
     """Rewrite every persona's mark of an earlier layout (also of personas no longer synced), then
     truncate the WAL, which still held the old rows; while a reader keeps it from truncating, the
     truncate stays owed (a meta flag) and is tried again. True when nothing is owed any more."""
-    converted = False
-    for persona in ix.state.meta_scopes(LATE_MARK_KEY):
-        before = ix.state.get_json(LATE_MARK_KEY, persona)
-        converted |= _read(ix, persona) is not None and ix.state.get_json(LATE_MARK_KEY, persona) != before
-    if converted:
+    personas = ix.state.meta_scopes(LATE_MARK_KEY)
+    old = [p for p in personas if _earlier_layout(ix.state.get_json(LATE_MARK_KEY, p))]
+    if old:  # owed before the rewrite: a crash between the two must not forget the WAL
         ix.state.set_meta(WAL_TRUNCATE_OWED_KEY, "late_messages_mark")
+        for persona in old:
+            _read(ix, persona)
     elif not ix.state.get_meta(WAL_TRUNCATE_OWED_KEY):
         return True
     if not ix.state.truncate_wal():
