@@ -8,6 +8,7 @@ them here guarantees they never reach the index, wherever they appear.
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 import unicodedata
 import os
 from dataclasses import dataclass
@@ -34,9 +35,10 @@ class IgnoredEntry:
     reason: str
 
 
-# One walk of the text (a set lookup per needle length at each offset, in Python) pays off over a
-# search per needle (in C) only with hundreds of needles a length.
-_NEEDLES_PER_LENGTH = 500
+# One walk of the text (a lookup at each offset, in Python) pays off over a search per needle (in C,
+# a few GB/s) from about this many needles.
+_FIND_EACH_LIMIT = 2000
+_WINDOW = 16  # characters looked up at each offset (fewer when a needle is shorter)
 
 
 class KnownSecrets:
@@ -46,7 +48,7 @@ class KnownSecrets:
     the two encodings transcripts most often add around a value.
     """
 
-    __slots__ = ("_values", "_needles", "_lengths", "_ignored")
+    __slots__ = ("_values", "_needles", "_ignored")
 
     def __init__(self, values: Iterable[str] = (), *, min_length: int = MIN_KNOWN_SECRET_LENGTH) -> None:
         kept: list[str] = []
@@ -76,9 +78,6 @@ class KnownSecrets:
         self._values = tuple(kept)
         # Longest first, so a secret that contains another is masked whole.
         self._needles = tuple(sorted(needles, key=len, reverse=True))
-        self._lengths: dict[int, frozenset[str]] = {}
-        for length in {len(n) for n in needles}:
-            self._lengths[length] = frozenset(n for n in needles if len(n) == length)
         self._ignored = tuple(ignored)
 
     @classmethod
@@ -121,10 +120,10 @@ class KnownSecrets:
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         """Every occurrence of every needle, as (start, end) offsets. A search per needle (``str.find``,
-        fast) unless there are far more needles than needle lengths: a text full of distinct secrets,
-        each a repeat to look for, where a search per needle is quadratic."""
-        if len(self._needles) > _NEEDLES_PER_LENGTH * len(self._lengths):
-            return self._spans_by_length(text)
+        in C) unless there are thousands of needles (a text full of distinct secrets, each a repeat to
+        look for), where a search per needle is quadratic: then one walk of the text."""
+        if len(self._needles) > _FIND_EACH_LIMIT:
+            return self._spans_by_window(text)
         out: list[tuple[int, int]] = []
         for needle in self._needles:
             i = text.find(needle)
@@ -133,12 +132,20 @@ class KnownSecrets:
                 i = text.find(needle, i + 1)
         return out
 
-    def _spans_by_length(self, text: str) -> list[tuple[int, int]]:
-        """The same, in one walk of the text: at each offset, one set lookup per needle length."""
+    def _spans_by_window(self, text: str) -> list[tuple[int, int]]:
+        """The same in one walk: at each offset one lookup of the next ``width`` characters (the
+        shortest needle's length, at most _WINDOW); only where needles start so, one set lookup per
+        length among them (needles sharing a prefix, JWTs of one header, share a bucket)."""
+        width = min(_WINDOW, *(len(n) for n in self._needles))
+        buckets: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
+        for needle in self._needles:
+            buckets[needle[:width]][len(needle)].add(needle)
         out: list[tuple[int, int]] = []
-        groups = sorted(self._lengths.items())
-        for i in range(len(text)):
-            for length, group in groups:
-                if text[i:i + length] in group:
-                    out.append((i, i + length))
+        get = buckets.get
+        for i in range(len(text) - width + 1):
+            bucket = get(text[i:i + width])
+            if bucket:
+                for length, group in bucket.items():
+                    if text[i:i + length] in group:
+                        out.append((i, i + length))
         return out

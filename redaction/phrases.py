@@ -154,17 +154,23 @@ def _class(c: str) -> str:
 def _looks_generated(value: str) -> bool:
     """A stated value is a credential only when it reads as generated, switching often between
     letters and digits (and cases): ``Zq8pX2mN4v``, or in one case ``x7k9m2p4q8r1w3`` (then 10
-    characters at least, letters and digits only). Not an identifier or a name with a number
+    characters at least, letters and digits only, not hex). Not an identifier or a name with a number
     (``Python3.12``, ``camelCase2Var``, ``SHA256withRSA``, ``user_id2``, ``expired2024``), and no short
     dotted name."""
     classes = [_class(c) for c in value]
     kinds = set(classes)
-    if "d" not in kinds or ("." in value and len(value) < 20):
-        return False
-    if not {"u", "l"} <= kinds and not (len(value) >= 10 and kinds in ({"u", "d"}, {"l", "d"})):
+    if "d" not in kinds or ("." in value and len(value) < 20) or _HEXISH_RE.fullmatch(value):
         return False
     switches = sum(1 for a, b in zip(classes, classes[1:]) if a != b)
-    return switches >= 0.45 * (len(value) - 1)
+    if {"u", "l"} <= kinds:
+        return switches >= 0.45 * (len(value) - 1)
+    # one case: random letters and digits switch class on ~40 % of characters; identifiers rarely
+    return (len(value) >= 10 and kinds in ({"u", "d"}, {"l", "d"}) and classes.count("d") >= 3
+            and len(value) - classes.count("d") >= 3 and switches >= 0.3 * (len(value) - 1))
+
+
+# hex in one case, or 0x…: an abbreviated commit, an object or key id — not a credential stated in prose
+_HEXISH_RE = re.compile(r"(?:0[xX])?(?:[0-9a-f]+|[0-9A-F]+)")
 
 
 # "the key is v1.2.3-beta4": a version, not a credential.

@@ -41,7 +41,9 @@ __all__ = ["REDACTION_VERSION", "TokenRule", "Detector", "TOKEN_RULES", "DETECTO
 # 1.4.0: folded scan (Unicode spaces, invisible characters, full-width letters,
 # ANSI codes), markers and *** in the input shield nothing, glued vendor
 # prefixes, values on the next line, stated credentials, Heroku/Notion formats.
-REDACTION_VERSION = "1.4.0"
+# 1.4.1: a token glued to a non-ASCII letter, escaped quotes in values, OSC text scanned, stated
+# credentials must read as generated.
+REDACTION_VERSION = "1.4.1"
 
 ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 # Characters a token (or a URL/assignment around it) is made of, and the

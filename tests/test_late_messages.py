@@ -429,3 +429,18 @@ def test_a_wal_truncate_a_reader_held_off_is_retried_by_the_next_pass(writer, ix
     assert ix.late_marks_converted is True
     assert ix.state.get_meta(WAL_TRUNCATE_OWED_KEY) is None
     assert token.encode().hex().upper().encode() not in state_bytes()
+
+
+def test_a_mark_of_an_earlier_layout_that_cannot_be_read_is_dropped(writer, ix):
+    """Its raw row keys may hold message bytes: one that cannot be parsed is not left behind."""
+    from indexer.sync.late import LATE_MARK_KEY
+
+    writer.turn("main", user="which region hosts prod?", assistant="eu-west-3")
+    sync_once(ix)
+    with ix.state.atomic():
+        ix.state.set_json(LATE_MARK_KEY, {"checkpoints": [["not a rowid", "m1", "1|5|secretbytes|secretbytes"]]},
+                          "bob")
+    ix.late_marks_converted = False
+    sync_once(ix)
+    assert ix.state.get_json(LATE_MARK_KEY, "bob") is None
+    assert ix.late_marks_converted is True

@@ -104,7 +104,8 @@ def convert_marks(ix: Indexer) -> bool:
     if old:  # owed before the rewrite: a crash between the two must not forget the WAL
         ix.state.set_meta(WAL_TRUNCATE_OWED_KEY, "late_messages_mark")
         for persona in old:
-            _read(ix, persona)
+            if _read(ix, persona) is None:  # unreadable, and it may hold message bytes: dropped
+                ix.state.delete_meta(LATE_MARK_KEY, persona)
     elif not ix.state.get_meta(WAL_TRUNCATE_OWED_KEY):
         return True
     if not ix.state.truncate_wal():
