@@ -8,7 +8,6 @@ them here guarantees they never reach the index, wherever they appear.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 import unicodedata
 import os
 from dataclasses import dataclass
@@ -38,7 +37,49 @@ class IgnoredEntry:
 # One walk of the text (a lookup at each offset, in Python) pays off over a search per needle (in C,
 # a few GB/s) from about this many needles.
 _FIND_EACH_LIMIT = 2000
-_WINDOW = 16  # characters looked up at each offset (fewer when a needle is shorter)
+_CHUNK = 16  # characters a trie level consumes (the first level: fewer when a needle is shorter)
+
+
+class _ChunkTrie:
+    """Needles by 16-character chunks: the first level keyed by the first ``width`` characters (the
+    shortest needle's length, at most 16), each deeper level by the next 16; what is left of a
+    needle (under 16 characters) is kept at its node by length."""
+
+    __slots__ = ("width", "root")
+
+    def __init__(self, needles: Iterable[str]) -> None:
+        needles = list(needles)
+        self.width = min(_CHUNK, *(len(n) for n in needles)) if needles else _CHUNK
+        self.root: dict[str, _Node] = {}
+        for needle in needles:
+            node = self.root.setdefault(needle[:self.width], _Node())
+            pos = self.width
+            while len(needle) - pos >= _CHUNK:
+                node = node.children.setdefault(needle[pos:pos + _CHUNK], _Node())
+                pos += _CHUNK
+            node.tails.setdefault(len(needle) - pos, set()).add(needle[pos:])
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        out: list[tuple[int, int]] = []
+        width, get = self.width, self.root.get
+        for i in range(len(text) - width + 1):
+            node = get(text[i:i + width])
+            pos = i + width
+            while node is not None:
+                for length, tails in node.tails.items():
+                    if text[pos:pos + length] in tails:
+                        out.append((i, pos + length))
+                node = node.children.get(text[pos:pos + _CHUNK]) if node.children else None
+                pos += _CHUNK
+        return out
+
+
+class _Node:
+    __slots__ = ("children", "tails")
+
+    def __init__(self) -> None:
+        self.children: dict[str, _Node] = {}
+        self.tails: dict[int, set[str]] = {}
 
 
 class KnownSecrets:
@@ -48,7 +89,7 @@ class KnownSecrets:
     the two encodings transcripts most often add around a value.
     """
 
-    __slots__ = ("_values", "_needles", "_ignored")
+    __slots__ = ("_values", "_needles", "_ignored", "_trie")
 
     def __init__(self, values: Iterable[str] = (), *, min_length: int = MIN_KNOWN_SECRET_LENGTH) -> None:
         kept: list[str] = []
@@ -78,6 +119,7 @@ class KnownSecrets:
         self._values = tuple(kept)
         # Longest first, so a secret that contains another is masked whole.
         self._needles = tuple(sorted(needles, key=len, reverse=True))
+        self._trie: _ChunkTrie | None = None  # built on the first search that needs it, then kept
         self._ignored = tuple(ignored)
 
     @classmethod
@@ -133,19 +175,9 @@ class KnownSecrets:
         return out
 
     def _spans_by_window(self, text: str) -> list[tuple[int, int]]:
-        """The same in one walk: at each offset one lookup of the next ``width`` characters (the
-        shortest needle's length, at most _WINDOW); only where needles start so, one set lookup per
-        length among them (needles sharing a prefix, JWTs of one header, share a bucket)."""
-        width = min(_WINDOW, *(len(n) for n in self._needles))
-        buckets: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
-        for needle in self._needles:
-            buckets[needle[:width]][len(needle)].add(needle)
-        out: list[tuple[int, int]] = []
-        get = buckets.get
-        for i in range(len(text) - width + 1):
-            bucket = get(text[i:i + width])
-            if bucket:
-                for length, group in bucket.items():
-                    if text[i:i + length] in group:
-                        out.append((i, i + length))
-        return out
+        """The same in one walk: at each offset, down a trie of the needles in 16-character chunks
+        (:class:`_ChunkTrie`) as far as the text matches — so the work at an offset is bounded by how
+        much of some needle starts there, whatever the number of needles or of their lengths."""
+        if self._trie is None:
+            self._trie = _ChunkTrie(self._needles)
+        return self._trie.spans(text)

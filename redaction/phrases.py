@@ -154,7 +154,7 @@ def _class(c: str) -> str:
 def _looks_generated(value: str) -> bool:
     """A stated value is a credential only when it reads as generated, switching often between
     letters and digits (and cases): ``Zq8pX2mN4v``, or in one case ``x7k9m2p4q8r1w3`` (then 10
-    characters at least, letters and digits only, not hex). Not an identifier or a name with a number
+    characters at least, letters and digits only, not a short lowercase hex id). Not an identifier or a name with a number
     (``Python3.12``, ``camelCase2Var``, ``SHA256withRSA``, ``user_id2``, ``expired2024``), and no short
     dotted name."""
     classes = [_class(c) for c in value]
@@ -169,8 +169,9 @@ def _looks_generated(value: str) -> bool:
             and len(value) - classes.count("d") >= 3 and switches >= 0.3 * (len(value) - 1))
 
 
-# hex in one case, or 0x…: an abbreviated commit, an object or key id — not a credential stated in prose
-_HEXISH_RE = re.compile(r"(?:0[xX])?(?:[0-9a-f]+|[0-9A-F]+)")
+# what reads as an id in prose, not a credential: an abbreviated commit (lowercase hex up to 12), a
+# 0x… address or key id
+_HEXISH_RE = re.compile(r"[0-9a-f]{1,12}|0[xX][0-9a-fA-F]{1,38}")
 
 
 # "the key is v1.2.3-beta4": a version, not a credential.

@@ -42,8 +42,9 @@ __all__ = ["REDACTION_VERSION", "TokenRule", "Detector", "TOKEN_RULES", "DETECTO
 # ANSI codes), markers and *** in the input shield nothing, glued vendor
 # prefixes, values on the next line, stated credentials, Heroku/Notion formats.
 # 1.4.1: a token glued to a non-ASCII letter, escaped quotes in values, OSC text scanned, stated
-# credentials must read as generated.
-REDACTION_VERSION = "1.4.1"
+# credentials must read as generated. 1.4.2: one-case hex stated as a credential is one unless a short
+# lowercase id (an abbreviated commit) or 0x….
+REDACTION_VERSION = "1.4.2"
 
 ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 # Characters a token (or a URL/assignment around it) is made of, and the

@@ -417,3 +417,29 @@ def test_random_single_case_stated_credentials_are_mostly_masked_and_hex_ids_are
         assert masked >= 110, masked
     for text in ("the key is 9fceb02d0ae5", "the key is 0x7f3a9c2e1b4d", "the token is 7f3a9c2e1b4d"):
         assert_unchanged(text)
+
+
+def test_the_one_walk_finds_what_a_search_per_needle_finds_with_many_lengths_and_shared_prefixes():
+    """Needles sharing 16 characters and more, of hundreds of lengths (values a text states itself),
+    one of them short: the trie walk gives the search per needle's spans exactly."""
+    import random
+    import string
+
+    from redaction.known import _ChunkTrie
+
+    rng = random.Random(13)
+    alphabet = string.ascii_letters + string.digits
+    needles = ["aB3" * 6 + "".join(rng.choice(alphabet) for _ in range(4 + i % 300)) for i in range(900)] + ["aB3a"]
+    text = "\n".join(needles[::4]) + "\n" + "aB3" * 400 + needles[7] + needles[7]
+    expected = []
+    for n in set(needles):
+        i = text.find(n)
+        while i >= 0:
+            expected.append((i, i + len(n)))
+            i = text.find(n, i + 1)
+    assert sorted(_ChunkTrie(needles).spans(text)) == sorted(expected) and len(expected) > 400
+
+
+def test_uppercase_hex_stated_as_an_api_key_is_masked_a_short_commit_id_is_not():
+    assert_masked("the api key is 3F9A2C71E4B8", "3F9A2C71E4B8")
+    assert_unchanged("the key is 9fceb02d0ae5")
