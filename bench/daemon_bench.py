@@ -27,10 +27,10 @@ is ``GET /v1/status`` with ``lag == 0`` for every persona.
    :func:`bench.latency.build_corpus`: real LanceSink write path with
    precomputed real-model vectors, see that module) is *copied* to a private
    index dir, and the daemon is started on the copy with an empty ledger (the
-   schema only) and no ``[ledger] personas``. Its sync passes then target no
-   persona: they read the ledger's head and touch neither the table nor the
-   session registry (a ledger that lacks the corpus's sessions would otherwise
-   mark them deleted). Search needs only the table and the state DB (sessions
+   schema only) and ``[ledger] personas`` naming one persona that neither holds.
+   Its sync passes then read the ledger's head and touch neither the table nor
+   the session registry (a pass over the corpus's persona would find every one
+   of its sessions gone from this ledger and mark them deleted). Search needs only the table and the state DB (sessions
    registered, project ``bench-project`` of 50 sessions), as in a live daemon.
    Clients: threads of this process, one ``httpx.Client`` each (keep-alive),
    hybrid ``memory_search``, ``max_results=6``, alternating ``session`` scope
@@ -48,8 +48,8 @@ is ``GET /v1/status`` with ``lag == 0`` for every persona.
    load daemon (after the load).
 4. **Memory** (issue 12). A daemon on a private copy of the load corpus (100k
    chunks, persona ``bench``) whose ledger holds ``MEMORY_TURNS`` turns of
-   *chunk-sized* texts (persona ``mem``, 20 sessions; user and assistant
-   messages of ~120 tokens each, LoCoMo lines joined) that its first pass
+   *chunk-sized* texts (persona ``mem``, 20 sessions, the one persona it syncs;
+   user and assistant messages of ~120 tokens each, LoCoMo lines joined) that its first pass
    backfills with the real model: RSS sampled every 0.1 s from start to
    catch-up gives the **peak during the backfill** (and VmHWM). Then
    ``MEMORY_REQUESTS`` hybrid searches on the corpus (4 clients), then
@@ -117,6 +117,8 @@ QUICK = {"appends": 10, "seed_turns": 100, "size": "10k", "baseline_requests": 6
          "clients": 4, "idle_s": 10.0, "memory_turns": 60, "memory_requests": 100, "memory_idle_s": 5.0,
          "memory_runs": 1}
 MEMORY_PERSONA = "mem"
+#: The one persona the load daemon syncs: none of the ledger's or the corpus's.
+LOAD_SYNC_PERSONA = "load-bench-idle"
 STEADY_TARGET_MB = 400
 PEAK_TARGET_MB = 1024
 # The settings of the release before issue 12, as config keys (the code paths are the same).
@@ -397,8 +399,11 @@ def load(size: str, baseline_n: int, n: int, clients: int, idle_s: float) -> dic
 
     LedgerWriter(ledger).close()  # the schema, no rows
     port = free_port()
+    # Only a persona the ledger does not hold is synced: the corpus's persona, absent from this
+    # empty ledger, would otherwise be passed over and its sessions marked deleted.
     cfg = write_config(root, ledger, port, index_dir=root / "index", sinks=("lancedb",), token=None,
-                       debounce_ms=DEBOUNCE_MS, interval=INTERVAL_S, name="ledger-indexer.toml")
+                       debounce_ms=DEBOUNCE_MS, interval=INTERVAL_S, name="ledger-indexer.toml",
+                       personas=(LOAD_SYNC_PERSONA,))
     log(f"load: corpus {info['chunks']:,} chunks ({'cached' if info.get('cached') else 'built'}, "
         f"{fmt_s(t_corpus.seconds)}), copied to {root / 'index'} in {t_copy.seconds:.1f} s")
     out: dict = {"size": size, "corpus": {k: v for k, v in info.items() if k not in ("root", "config")},
@@ -527,8 +532,10 @@ def memory_run(variant: str, run: int, info: dict, lines: Sequence[str], questio
     ledger.parent.mkdir()
     seed_memory_ledger(ledger, lines, p["memory_turns"])
     port = free_port()
+    # The backfilled persona only: the corpus's persona is not in this ledger (see :func:`load`).
     cfg = write_config(root, ledger, port, index_dir=root / "index", sinks=("lancedb",), token=None,
-                       debounce_ms=DEBOUNCE_MS, interval=INTERVAL_S, name="ledger-indexer.toml")
+                       debounce_ms=DEBOUNCE_MS, interval=INTERVAL_S, name="ledger-indexer.toml",
+                       personas=(MEMORY_PERSONA,))
     d = Daemon(cfg, port, env=MEMORY_VARIANTS[variant])
     sampler = RssSampler(d.pid)
     out: dict = {"variant": variant, "run": run, "turns": p["memory_turns"], "load_before": loadavg()}

@@ -32,8 +32,10 @@ def free_port() -> int:
 
 def write_config(root: Path, ledger: Path, port: int, *, index_dir: Path | None = None,
                  sinks: Sequence[str] = ("lancedb", "qmd"), token: str | None = "s3cret-token",
-                 interval: float = 30, debounce_ms: int = 50, name: str = "config.toml") -> Path:
-    """A daemon config in ``root``; ``token``: the admin token (written to ``root/admin.token``)."""
+                 interval: float = 30, debounce_ms: int = 50, name: str = "config.toml",
+                 personas: Sequence[str] = ()) -> Path:
+    """A daemon config in ``root``; ``token``: the admin token (written to ``root/admin.token``);
+    ``personas``: ``[ledger] personas`` (empty: every persona of the ledger and of the index)."""
     token_line = ""
     if token is not None:
         (root / "admin.token").write_text(token + "\n")
@@ -42,6 +44,7 @@ def write_config(root: Path, ledger: Path, port: int, *, index_dir: Path | None 
     cfg.write_text(f"""
 [ledger]
 path = "{ledger}"
+personas = {json.dumps(list(personas))}
 [index]
 dir = "{index_dir or root / 'index'}"
 sinks = {json.dumps(list(sinks))}

@@ -99,6 +99,25 @@ def test_a_persona_whose_every_session_left_the_ledger_has_its_documents_purged(
     assert ix.state.session("gone").ledger_status == "deleted"
 
 
+def test_a_persona_left_out_of_the_configured_personas_keeps_its_documents_when_its_sessions_leave(
+        writer, indexer, ledger_path):
+    """``[ledger] personas`` names what a daemon syncs: an indexed persona it leaves out is not
+    passed over, even once the ledger holds none of its sessions (the load benchmark serves a
+    prebuilt corpus this way, from a ledger that never held it)."""
+    writer.turn("gone", user="gone soon", assistant="ok")
+    writer.turn("stays", persona="zeta", user="zeta stays", assistant="ok")
+    sync_once(indexer())
+    before = expected_paths(ledger_path, "atlas")
+    writer.execute("DELETE FROM sessions WHERE label = 'gone'")  # its history rows stay: the same ledger
+    ix = indexer(ledger={"personas": ["zeta"]})
+    with capture_logs() as logs:
+        sync_once(ix)
+    assert ix.sinks[0].paths("atlas") == before == ix.state.paths("atlas") != set()
+    assert ix.state.session("gone").ledger_status == "active"
+    assert ix.sinks[0].paths("zeta") == expected_paths(ledger_path, "zeta") != set()
+    assert events(logs, "session.status") == []
+
+
 def test_a_private_session_that_moves_keeps_its_copies_in_the_old_personas_forks_hidden(writer, indexer):
     """A fork of ``main`` stays in atlas when main moves to zeta: main's own turns it copied stay
     hidden there (its record of own turns moves with it, in the same transaction)."""
