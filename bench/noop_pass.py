@@ -14,8 +14,9 @@ less). Variants, in turns (A B C C B A ...), each on its own copy of the index:
 
 - **before**: the code at ``--baseline`` (default: the commit before issue 12's
   changes), extracted with ``git archive`` into ``bench/out/noop-baseline/``
-  and run on a copy whose state DB is taken back to schema 2 (the indexes of
-  schema 3 dropped), so it runs exactly as it did;
+  and run on an index that code builds itself from the same ledger (an index
+  of this code's document format and redaction version would be rebuilt by
+  it, not passed over), so it runs exactly as it did;
 - **after**: this code, the ledger files unchanged since the last full check
   (the usual idle pass: the safety-net interval pass, a memory-file event);
 - **after, checks in full**: this code with the per-pass ledger checks forced
@@ -86,6 +87,20 @@ for i in range(3 + passes):
         cpu.append((c1 - c0) * 1000)
 ix.close()
 print(json.dumps({"wall_ms": wall, "cpu_ms": cpu}))
+"""
+
+# A child that builds an index with the code at ``src`` (the first pass over the ledger, then the
+# sink's maintenance, as :func:`corpus` does for this code).
+BUILD_CHILD = CHILD.split("wall, cpu = [], []")[0] + r"""
+s = sync_once(ix)
+assert s.personas["bench"].documents_written > 0, s
+for sink in ix.sinks:
+    try:
+        sink.maintain(force=True)
+    except TypeError:  # an older sink: maintain() without options
+        sink.maintain()
+ix.close()
+print(json.dumps({"written": s.personas["bench"].documents_written}))
 """
 
 
@@ -169,21 +184,23 @@ def baseline_source(rev: str) -> Path:
     return dest
 
 
-def index_copy(info: dict, variant: str, *, schema2: bool) -> Path:
+def index_copy(info: dict, variant: str) -> Path:
     """A private copy of the corpus's index for one variant (a pass may write meta rows)."""
     dest = WORK / f"{info['size']}-{variant}"
     if dest.exists():
         shutil.rmtree(dest)
     shutil.copytree(Path(info["root"]) / "index", dest)
-    if schema2:
-        from indexer.state.db import INDEXES_3
+    return dest
 
-        con = sqlite3.connect(dest / "state.sqlite")
-        with con:
-            for name in INDEXES_3:
-                con.execute(f'DROP INDEX IF EXISTS "{name}"')
-            con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version' AND scope = ''")
-        con.close()
+
+def index_built_by(src: Path, info: dict, variant: str, ledger: Path) -> Path:
+    """An index of the corpus's ledger built by the code at ``src`` (the code before)."""
+    dest = WORK / f"{info['size']}-{variant}"
+    if dest.exists():
+        shutil.rmtree(dest)
+    with Timer() as t:
+        got = run_child(src, dest, ledger, 0, False, script=BUILD_CHILD)
+    log(f"  {info['size']} {variant}: its own index built ({got['written']:,} documents, {fmt_s(t.seconds)})")
     return dest
 
 
@@ -197,8 +214,8 @@ def wait_settled(ledger: Path) -> None:
         time.sleep(pause)
 
 
-def run_child(src: Path, index_dir: Path, ledger: Path, passes: int, full: bool) -> dict:
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(src), str(index_dir), str(ledger), str(passes),
+def run_child(src: Path, index_dir: Path, ledger: Path, passes: int, full: bool, *, script: str = CHILD) -> dict:
+    proc = subprocess.run([sys.executable, "-c", script, str(src), str(index_dir), str(ledger), str(passes),
                            "1" if full else "0"], cwd=WORK, capture_output=True, text=True, timeout=1800,
                           env=dict(os.environ, PYTHONPATH=""))
     if proc.returncode != 0:
@@ -209,17 +226,19 @@ def run_child(src: Path, index_dir: Path, ledger: Path, passes: int, full: bool)
 def measure(info: dict, before_src: Path | None, runs: int, passes: int) -> dict:
     ledger = Path(info["root"]) / "ledger" / "agents.db"
     wait_settled(ledger)
-    variants = {"after": (REPO, False, False), "after_full": (REPO, True, False)}
+    variants = {"after": (REPO, False), "after_full": (REPO, True)}
     if before_src is not None:
-        variants = {"before": (before_src, False, True), **variants}
-    dirs = {name: index_copy(info, name, schema2=schema2) for name, (_s, _f, schema2) in variants.items()}
+        variants = {"before": (before_src, False), **variants}
+    dirs = {name: index_built_by(src, info, name, ledger) if name == "before" else index_copy(info, name)
+            for name, (src, _f) in variants.items()}
+    wait_settled(ledger)
     names = list(variants)
     samples: dict[str, dict[str, list[float]]] = {n: {"wall_ms": [], "cpu_ms": [], "run_wall": []} for n in names}
     load_before = loadavg()
     for r in range(runs):
         order = names if r % 2 == 0 else names[::-1]
         for name in order:
-            src, full, _ = variants[name]
+            src, full = variants[name]
             got = run_child(src, dirs[name], ledger, passes, full)
             samples[name]["wall_ms"] += got["wall_ms"]
             samples[name]["cpu_ms"] += got["cpu_ms"]
@@ -248,8 +267,8 @@ def report(ctx: dict) -> str:
               "passes); the variants take turns process by process (A B C C B A …), each on its own copy of the "
               "index. CPU = the thread's CPU time (less disturbed by other load on this shared, noisy 2-core VM "
               "than wall time). "
-              + (f"*before* = the code at `{base}` (extracted with `git archive`, its state DB at schema 2, "
-                 "without the new indexes). " if base else "")
+              + (f"*before* = the code at `{base}` (extracted with `git archive`, on an index it built "
+                 "itself from the same ledger). " if base else "")
               + "*after* = this code, ledger files unchanged since the last full check (the usual idle pass); "
               "*after, checks in full* = this code with the per-pass ledger checks (session registry, pending "
               "turns, bad-turn fingerprints) forced, as when the ledger files changed without a new history row "
