@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from .detectors import _HEX, BLANK, char_before, overlapping, word_before
 from .entropy import is_token_placeholder, shannon
-from .fold import Folded, fold
+from .fold import Folded, dashed, fold
 from .known import KnownSecrets
 from .rules import (DETECTORS, GLUED_PREFIXES, MIN_TOKEN_LENGTH, TOKEN_RULES, TOKEN_RUN_CHARS, TokenRule,
                     _literal_prefix)
@@ -296,6 +296,14 @@ class Redactor:
         that found them), as a value found in this text is."""
         recurring = recurring if recurring else None
         folded = fold(text)
+        scanned = text if folded is None else folded.text
+        # Unicode dashes stay dashes in the folded copy (an em dash before a token must not glue it
+        # to the word before); a second scan reads them as "-" (a token with Unicode hyphens), and
+        # the spans of both are masked. Texts without such a dash are scanned once.
+        as_hyphens = dashed(scanned)
+        if as_hyphens is not None:
+            segments = _union(self._settle(scanned, recurring), self._settle(as_hyphens, recurring))
+            return _unfold(folded or Folded(text, text), segments)
         if folded is None:
             segments = self._settle(text, recurring)
             out, _pieces = _mask(text, segments)
@@ -590,6 +598,21 @@ def _merge(cands: list) -> list[tuple[int, int, str, int]]:
             out.append((cur_s, cur_e, best[2], best[3] if best[0] == cur_s else 0))
             cur_s, cur_e, best = c[0], c[1], c
     out.append((cur_s, cur_e, best[2], best[3] if best[0] == cur_s else 0))
+    return out
+
+
+def _union(*lists: list[tuple[int, int, str, int]]) -> list[tuple[int, int, str, int]]:
+    """The spans of several scans of one text (same offsets) as one list: overlapping spans
+    become one; the prefix a mask keeps visible never reaches into another span."""
+    cands = [(s, e, rule, keep, _PRIO_KEPT, 0) for spans in lists for s, e, rule, keep in spans]
+    starts = sorted({c[0] for c in cands})
+    out = []
+    for s, e, rule, keep in _merge(cands):
+        if keep:
+            i = bisect.bisect_right(starts, s)
+            if i < len(starts) and starts[i] < s + keep:
+                keep = starts[i] - s
+        out.append((s, e, rule, keep))
     return out
 
 

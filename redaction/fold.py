@@ -27,7 +27,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-__all__ = ["Folded", "fold", "fold_value"]
+__all__ = ["DASHES", "Folded", "dashed", "fold", "fold_value"]
 
 # The ASCII a fold leaves alone: printable characters, tab, newline, return.
 # Deleting them from the UTF-8 bytes (one C loop) leaves the encodings of
@@ -41,9 +41,14 @@ _DROP = "\x00"  # what the translation table maps a removed character to
 # terminator separates (BEL reads as a space, ``ESC \`` as its backslash).
 # Each alternative starts with a distinct character or is bounded: linear time.
 _DROP_RUN_RE = re.compile(r"(?:\x1b\[[0-?]{0,32}[ -/]{0,4}[@-~]|\x1b\][0-9]{0,4};?|[\x00\x1b])+")
-# Unicode dashes are left as they are: folded to "-", an em dash in prose before a token
-# ("here it is—sk-proj-…") glued it to the word before, and rules that refuse a "-" before a token
-# missed it. A token whose own hyphens are Unicode dashes is a known gap (redaction/README.md).
+# Unicode dashes are left as they are in the folded copy: folded to "-", an em dash in prose before
+# a token ("here it is—sk-proj-…") glued it to the word before, and rules that refuse a "-" before a
+# token missed it. A token whose own hyphens are Unicode dashes ("sk‑proj‑…" with U+2011) is found
+# by a second scan of the copy with every dash read as "-" (:func:`dashed`); the two are united.
+#: Unicode hyphens and dashes (Pd, and the minus sign) that a second scan reads as "-".
+DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u2e3a\u2e3b\ufe58"
+_DASH_TABLE = str.maketrans({c: "-" for c in DASHES})
+_DASH_RE = re.compile(f"[{DASHES}]")
 # Invisible characters Unicode lists as default-ignorable that are not format characters (Cf):
 # combining grapheme joiner, Hangul fillers, Khmer and Mongolian inherent vowels and selectors,
 # variation selectors. Dropped from the scanned copy only (an emoji keeps its selector in the text).
@@ -138,6 +143,14 @@ def _changes(text: str) -> bool:
         return False
     # NUL and ESC translate to themselves but are removed afterwards.
     return any(c in "\x00\x1b" or _TABLE[ord(c)] != c for c in set(odd.decode("utf-8", "surrogatepass")))
+
+
+def dashed(text: str) -> str | None:
+    """``text`` with every Unicode dash of :data:`DASHES` as ``"-"`` (one character for one: every
+    offset holds), or None when it has none."""
+    if _DASH_RE.search(text) is None:
+        return None
+    return text.translate(_DASH_TABLE)
 
 
 def fold_value(value: str) -> str:

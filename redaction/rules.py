@@ -43,8 +43,9 @@ __all__ = ["REDACTION_VERSION", "TokenRule", "Detector", "TOKEN_RULES", "DETECTO
 # prefixes, values on the next line, stated credentials, Heroku/Notion formats.
 # 1.4.1: a token glued to a non-ASCII letter, escaped quotes in values, OSC text scanned, stated
 # credentials must read as generated. 1.4.2: one-case hex stated as a credential is one unless a short
-# lowercase id (an abbreviated commit) or 0x….
-REDACTION_VERSION = "1.4.2"
+# lowercase id (an abbreviated commit) or 0x…. 1.4.3: a second scan reads Unicode dashes as "-" (a
+# token written with Unicode hyphens).
+REDACTION_VERSION = "1.4.3"
 
 ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 # Characters a token (or a URL/assignment around it) is made of, and the

@@ -443,3 +443,45 @@ def test_the_one_walk_finds_what_a_search_per_needle_finds_with_many_lengths_and
 def test_uppercase_hex_stated_as_an_api_key_is_masked_a_short_commit_id_is_not():
     assert_masked("the api key is 3F9A2C71E4B8", "3F9A2C71E4B8")
     assert_unchanged("the key is 9fceb02d0ae5")
+
+
+# ---------------------------------------------------------------------------
+# A sixth review (of 1.4.2): a token whose own hyphens are Unicode dashes
+# ---------------------------------------------------------------------------
+
+HYPHENS = ["\u2010", "\u2011", "\u2012", "\u2013", "\u2212"]
+
+
+@pytest.mark.parametrize("hyphen", HYPHENS)
+@pytest.mark.parametrize("text, secret", [
+    ("the api key is sk{h}proj{h}Xy7Gh3Kd9Lm2Np5Qr8St1Uv4Wx6Za0Bc3De5Fg7Hj9Kl", "Xy7Gh3Kd9Lm2Np5Qr8St1Uv4Wx6Za0Bc3De5Fg7Hj9Kl"),
+    ("the token is xoxb{h}1234567890{h}9876543210{h}Ab3dE5fG7hJ9kL1mN3pQ5rS7", "Ab3dE5fG7hJ9kL1mN3pQ5rS7"),
+    ("my token is ghp{h}9aF3kLm2Qx7Rt5Vb1Nz8Wc4Yd6Hj0PsUeGiO", "9aF3kLm2Qx7Rt5Vb1Nz8Wc4Yd6Hj0PsUeGiO"),
+    ("the secret is aB3dE5gH7j{h}kL9mN1pQ3rS5", "kL9mN1pQ3rS5"),
+])
+def test_a_token_whose_hyphens_are_unicode_dashes_is_found(hyphen, text, secret):
+    """Folding every dash to "-" glued a key to an em dash before it (1.4.1 stopped folding them);
+    since then a token written with Unicode hyphens (a word processor's non-breaking hyphen) was left
+    whole. A second scan reads the dashes as "-"; both scans' spans are masked."""
+    out = assert_masked(text.format(h=hyphen), secret)
+    assert secret not in out
+
+
+def test_a_known_secret_written_with_unicode_hyphens_is_found():
+    out = redact("connect with db\u2011Pa55\u2011word\u2011Kq8z now", known=["db-Pa55-word-Kq8z"]).text
+    assert out == "connect with [REDACTED:known-secret] now"
+
+
+@pytest.mark.parametrize("text", [
+    "pages 3\u20135 \u2014 see the 2020\u20132021 report",
+    "a well\u2011known, state\u2011of\u2011the\u2011art design \u2014 not a secret",
+    "temperature \u22125 \u00b0C at 09:00\u201310:00",
+])
+def test_prose_with_unicode_dashes_is_left_alone(text):
+    assert_unchanged(text)
+
+
+def test_an_em_dash_before_a_key_and_unicode_hyphens_inside_another_in_one_text():
+    text = f"here it is\u2014{SK} and the other one: sk\u2011proj\u2011{SK[8:]}x"
+    out = assert_masked(text, SK[8:])
+    assert out.count("[REDACTED:openai-api-key]") == 2, out
