@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from .fold import fold_value
 
-__all__ = ["KnownSecrets", "IgnoredEntry", "MIN_KNOWN_SECRET_LENGTH"]
+__all__ = ["KnownSecrets", "IgnoredEntry", "MIN_KNOWN_SECRET_LENGTH", "RedactionTooCostly"]
 
 # Values shorter than this are ignored: masking every "abc" or "1234" in the
 # corpus would shred ordinary text while protecting almost nothing (such a
@@ -38,6 +38,50 @@ class IgnoredEntry:
 # a few GB/s) from about this many needles.
 _FIND_EACH_LIMIT = 2000
 _CHUNK = 16  # characters a trie level consumes (the first level: fewer when a needle is shorter)
+# The walk's work (trie nodes visited and tails looked up) may reach this many steps a character of
+# text, plus a floor: beyond it the text was built to make the walk slow (thousands of values it
+# states itself, sharing long prefixes with what follows) and is refused (RedactionTooCostly).
+_STEPS_PER_CHAR = 6
+_STEPS_FLOOR = 1_000_000
+
+
+class RedactionTooCostly(ValueError):
+    """Finding every repeat of a text's secrets would take too long: the text is refused whole (its
+    turn is a bad row, logged and retried with ``--retry-bad``), never indexed half-masked. The
+    message names sizes only, never the text."""
+
+
+def _runs(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping spans (sorted by start) joined into runs; a run of one span is that span."""
+    out: list[tuple[int, int]] = []
+    for s, e in spans:
+        if out and s < out[-1][1]:
+            if e > out[-1][1]:
+                out[-1] = (out[-1][0], e)
+        else:
+            out.append((s, e))
+    return out
+
+
+def _needle_runs(text: str, needle: str) -> list[tuple[int, int]]:
+    """The occurrences of ``needle`` in ``text`` joined where they overlap (a value repeating
+    itself, "abab…" in "abababab…"), without listing each one: from an occurrence, the last one
+    starting inside it extends the run (``rfind`` over a window of twice the needle), so a run
+    costs O(its length) in C whatever the number of occurrences inside it."""
+    out: list[tuple[int, int]] = []
+    n = len(needle)
+    i = text.find(needle)
+    while i >= 0:
+        start, last = i, i
+        end = i + n
+        while True:
+            j = text.rfind(needle, last + 1, end - 1 + n)
+            if j < 0:
+                break
+            last, end = j, j + n
+        out.append((start, end))
+        i = text.find(needle, end)
+    return out
 
 
 class _ChunkTrie:
@@ -45,10 +89,11 @@ class _ChunkTrie:
     shortest needle's length, at most 16), each deeper level by the next 16; what is left of a
     needle (under 16 characters) is kept at its node by length."""
 
-    __slots__ = ("width", "root")
+    __slots__ = ("width", "root", "count")
 
     def __init__(self, needles: Iterable[str]) -> None:
         needles = list(needles)
+        self.count = len(needles)
         self.width = min(_CHUNK, *(len(n) for n in needles)) if needles else _CHUNK
         self.root: dict[str, _Node] = {}
         for needle in needles:
@@ -58,19 +103,48 @@ class _ChunkTrie:
                 node = node.children.setdefault(needle[pos:pos + _CHUNK], _Node())
                 pos += _CHUNK
             node.tails.setdefault(len(needle) - pos, set()).add(needle[pos:])
+        for node in _nodes(self.root):  # longest tail first: the first hit at a node is its longest
+            node.tails = dict(sorted(node.tails.items(), reverse=True))
 
     def spans(self, text: str) -> list[tuple[int, int]]:
+        """The runs of every needle's occurrences: at each offset only the longest needle starting
+        there counts (a shorter one lies inside it), joined with the run before it where they overlap.
+        Raises :class:`RedactionTooCostly` past ``_STEPS_PER_CHAR`` steps a character."""
         out: list[tuple[int, int]] = []
         width, get = self.width, self.root.get
+        budget = _STEPS_PER_CHAR * len(text) + _STEPS_FLOOR
+        steps = 0
+        run_s = run_e = -1
         for i in range(len(text) - width + 1):
             node = get(text[i:i + width])
+            if node is None:
+                continue
             pos = i + width
+            best = -1
             while node is not None:
                 for length, tails in node.tails.items():
+                    steps += 1
                     if text[pos:pos + length] in tails:
-                        out.append((i, pos + length))
+                        best = pos + length
+                        break
                 node = node.children.get(text[pos:pos + _CHUNK]) if node.children else None
                 pos += _CHUNK
+                steps += 1
+            if steps > budget:
+                raise RedactionTooCostly(
+                    f"the search for {self.count:,} secret values (and their encoded forms) in a text of "
+                    f"{len(text):,} characters passed {budget:,} steps; the text is not indexed (split the message, or "
+                    f"list its secrets in the known-secrets file)")
+            if best < 0:
+                continue
+            if i < run_e:
+                run_e = max(run_e, best)
+            else:
+                if run_e >= 0:
+                    out.append((run_s, run_e))
+                run_s, run_e = i, best
+        if run_e >= 0:
+            out.append((run_s, run_e))
         return out
 
 
@@ -80,6 +154,14 @@ class _Node:
     def __init__(self) -> None:
         self.children: dict[str, _Node] = {}
         self.tails: dict[int, set[str]] = {}
+
+
+def _nodes(level: dict[str, _Node]):
+    stack = list(level.values())
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(node.children.values())
 
 
 class KnownSecrets:
@@ -161,23 +243,23 @@ class KnownSecrets:
         return KnownSecrets(self._values + other._values)
 
     def spans(self, text: str) -> list[tuple[int, int]]:
-        """Every occurrence of every needle, as (start, end) offsets. A search per needle (``str.find``,
-        in C) unless there are thousands of needles (a text full of distinct secrets, each a repeat to
-        look for), where a search per needle is quadratic: then one walk of the text."""
+        """Where the needles occur, as (start, end) offsets: every occurrence, except that
+        occurrences overlapping each other are given as the one run they cover (a value repeating
+        itself, or values that are prefixes of each other, in text built to repeat them: listing
+        each occurrence was quadratic in time and memory). Covered characters are exactly those of
+        the occurrences. A search per needle (``str.find``, in C) unless there are thousands of
+        needles (a text full of distinct secrets, each a repeat to look for): then one walk of the
+        text, which raises :class:`RedactionTooCostly` when the text makes it too slow."""
         if len(self._needles) > _FIND_EACH_LIMIT:
             return self._spans_by_window(text)
         out: list[tuple[int, int]] = []
         for needle in self._needles:
-            i = text.find(needle)
-            while i >= 0:
-                out.append((i, i + len(needle)))
-                i = text.find(needle, i + 1)
+            out.extend(_needle_runs(text, needle))
         return out
 
     def _spans_by_window(self, text: str) -> list[tuple[int, int]]:
         """The same in one walk: at each offset, down a trie of the needles in 16-character chunks
-        (:class:`_ChunkTrie`) as far as the text matches — so the work at an offset is bounded by how
-        much of some needle starts there, whatever the number of needles or of their lengths."""
+        (:class:`_ChunkTrie`) as far as the text matches; the longest needle at an offset counts."""
         if self._trie is None:
             self._trie = _ChunkTrie(self._needles)
         return self._trie.spans(text)

@@ -44,7 +44,8 @@ __all__ = ["REDACTION_VERSION", "TokenRule", "Detector", "TOKEN_RULES", "DETECTO
 # 1.4.1: a token glued to a non-ASCII letter, escaped quotes in values, OSC text scanned, stated
 # credentials must read as generated. 1.4.2: one-case hex stated as a credential is one unless a short
 # lowercase id (an abbreviated commit) or 0x…. 1.4.3: a second scan reads Unicode dashes as "-" (a
-# token written with Unicode hyphens).
+# token written with Unicode hyphens); overlapping occurrences of found values masked as one run; a
+# text that makes the search for repeats too slow is refused (RedactionTooCostly: a bad row).
 REDACTION_VERSION = "1.4.3"
 
 ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"

@@ -19,6 +19,7 @@ import pytest
 from indexer.core.documents import turn_text
 from ledger.rows import MessageRow
 from redaction import redact
+from redaction.known import _runs
 
 GH = "ghp_9aF3kLm2Qx7Rt5Vb1Nz8Wc4Yd6Hj0PsUeGiO"
 SK = "sk-proj-Xy7Gh3Kd9Lm2Np5Qr8St1Uv4Wx6Za0Bc3De5Fg7Hj9Kl"
@@ -400,7 +401,8 @@ def test_many_distinct_secrets_are_each_masked_and_their_repeats_too():
         while i >= 0:
             expected.append((i, i + len(n)))
             i = text.find(n, i + 1)
-    assert sorted(found) == sorted(expected) and len(expected) > 60
+    # the same characters covered (occurrences that overlap come as one run)
+    assert _runs(sorted(found)) == _runs(sorted(expected)) and len(expected) > 60
 
 
 def test_random_single_case_stated_credentials_are_mostly_masked_and_hex_ids_are_not():
@@ -421,7 +423,7 @@ def test_random_single_case_stated_credentials_are_mostly_masked_and_hex_ids_are
 
 def test_the_one_walk_finds_what_a_search_per_needle_finds_with_many_lengths_and_shared_prefixes():
     """Needles sharing 16 characters and more, of hundreds of lengths (values a text states itself),
-    one of them short: the trie walk gives the search per needle's spans exactly."""
+    one of them short: the trie walk covers exactly the characters the search per needle finds."""
     import random
     import string
 
@@ -437,7 +439,7 @@ def test_the_one_walk_finds_what_a_search_per_needle_finds_with_many_lengths_and
         while i >= 0:
             expected.append((i, i + len(n)))
             i = text.find(n, i + 1)
-    assert sorted(_ChunkTrie(needles).spans(text)) == sorted(expected) and len(expected) > 400
+    assert _runs(sorted(_ChunkTrie(needles).spans(text))) == _runs(sorted(expected)) and len(expected) > 400
 
 
 def test_uppercase_hex_stated_as_an_api_key_is_masked_a_short_commit_id_is_not():
@@ -485,3 +487,80 @@ def test_an_em_dash_before_a_key_and_unicode_hyphens_inside_another_in_one_text(
     text = f"here it is\u2014{SK} and the other one: sk\u2011proj\u2011{SK[8:]}x"
     out = assert_masked(text, SK[8:])
     assert out.count("[REDACTED:openai-api-key]") == 2, out
+
+
+# ---------------------------------------------------------------------------
+# A sixth review: text built to make the search for repeats slow or huge
+# ---------------------------------------------------------------------------
+
+
+def _overlapping_values_text(values: int = 100, filler: int = 20_000) -> str:
+    """Stated passwords that are prefixes of each other ("abab…" of 6 to 105 characters), then a
+    long run of the same pattern: every value occurs at almost every offset of it."""
+    p = "ab" * 2000
+    return "\n".join('password = "%s"' % p[:k] for k in range(6, 6 + values)) + "\n" + "ab" * filler
+
+
+def test_overlapping_occurrences_come_as_runs_not_one_span_each():
+    """Listing every occurrence of every value was quadratic: 100 values over 40 KB of "abab…" made
+    two million spans (553 MB, 4 s for a 47 KB message). Overlapping occurrences of a value are
+    one run now — the same characters covered."""
+    from redaction.known import KnownSecrets
+
+    text = _overlapping_values_text()
+    known = KnownSecrets([("ab" * 2000)[:k] for k in range(6, 106)])
+    spans = known.spans(text)
+    # a run a value and line it occurs in: as many for a filler twice as long, not one an occurrence
+    assert len(spans) == len(known.spans(_overlapping_values_text(filler=40_000))) <= 100 * 101
+    reference = []
+    for needle in known.needles:  # every occurrence, the slow way (fine at this size)
+        i = text.find(needle)
+        while i >= 0:
+            reference.append((i, i + len(needle)))
+            i = text.find(needle, i + 1)
+    assert _runs(sorted(spans)) == _runs(sorted(reference)) and len(reference) > 1_000_000
+    out = redact(text).text
+    assert "abababab" not in out and out.count('password = "') == 100
+
+
+def test_a_text_that_makes_the_walk_slow_is_refused_whole_not_masked_in_part():
+    """Past 2,000 values a text states itself, one walk of the text finds their repeats; a text built
+    so that the walk follows long shared prefixes at every offset (2,100 values, one of them
+    "abab…" 1,024 characters long, then "abab…") took 13 s for 2 MB. The walk counts its steps
+    and refuses the text past a bound (its turn becomes a bad row), rather than run on or return
+    part of the spans."""
+    from redaction.known import RedactionTooCostly
+
+    head = "\n".join('password = "pw%05dq"' % i for i in range(2100)) + '\npassword = "' + "ab" * 512 + '"\n'
+    with pytest.raises(RedactionTooCostly, match=r"2,10\d secret values .* not indexed"):
+        redact(head + "ab" * 150_000)
+    # the same values without the trap are found and masked, each repeat too
+    plain = head + " ".join("pw%05dq" % i for i in range(0, 2100, 3))
+    out = redact(plain).text
+    assert "pw00003q" not in out and "abababab" not in out
+
+
+def test_a_turn_the_redactor_refuses_is_a_bad_row_and_its_neighbours_are_indexed(writer, config_factory,
+                                                                                  tmp_path, ledger_path):
+    from exporters.qmd import QmdExporter
+    from indexer.sync.context import Indexer
+    from indexer.sync.engine import sync_once
+    from tests.test_sync import expected_paths
+
+    head = "\n".join('password = "pw%05dq"' % i for i in range(2100)) + '\npassword = "' + "ab" * 512 + '"\n'
+    before = writer.turn("s", user="an ordinary question", assistant="an answer")
+    trap = writer.turn("s", user=head + "ab" * 150_000, assistant="ok")
+    after = writer.turn("s", user="another question", assistant="another answer")
+    ix = Indexer(config_factory(), sinks=[QmdExporter(tmp_path / "export")])
+    try:
+        summary = sync_once(ix)
+        paths = ix.sinks[0].paths("atlas")
+        assert summary.personas["atlas"].documents_skipped_bad == 1
+        assert {f"sessions/s/turns/{before}.md", f"sessions/s/turns/{after}.md"} <= paths
+        assert f"sessions/s/turns/{trap}.md" not in paths
+        assert paths == expected_paths(ledger_path, "atlas") - {f"sessions/s/turns/{trap}.md"}
+        assert ix.state.bad_count("atlas") == 1
+        exported = "".join(p.read_text() for p in (tmp_path / "export").rglob("*.md"))
+        assert "pw00001q" not in exported
+    finally:
+        ix.close()
