@@ -170,8 +170,8 @@ def _looks_generated(value: str) -> bool:
 
 
 # what reads as an id in prose, not a credential: an abbreviated commit (lowercase hex up to 12), a
-# 0x… address or key id
-_HEXISH_RE = re.compile(r"[0-9a-f]{1,12}|0[xX][0-9a-fA-F]{1,38}")
+# 0x… constant or key id in lowercase hex (0xBA5493C11 stated as a key reads as one: masked, as 1.4.0 did)
+_HEXISH_RE = re.compile(r"[0-9a-f]{1,12}|0x[0-9a-f]{1,38}")
 
 
 # "the key is v1.2.3-beta4": a version, not a credential.

@@ -564,3 +564,15 @@ def test_a_turn_the_redactor_refuses_is_a_bad_row_and_its_neighbours_are_indexed
         assert "pw00001q" not in exported
     finally:
         ix.close()
+
+
+@pytest.mark.parametrize("value", ["0xBA5493C11", "0XBA5493C11", "0x9F3A2C71E4B8D"])
+def test_an_uppercase_0x_value_stated_as_a_key_is_masked(value):
+    """1.4.2 read every 0x… value stated as a key as a constant or an address (1.4.0 masked these);
+    only lowercase hex after 0x reads as an id now."""
+    out = redact(f"the api key is {value}").text
+    assert value[2:] not in out and value[3:] not in out, out
+
+
+def test_a_lowercase_0x_constant_is_left():
+    assert_unchanged("the key is 0x7f3a9c2e1b4d")
