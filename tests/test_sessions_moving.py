@@ -294,3 +294,56 @@ def test_many_sessions_arriving_at_once_are_built_in_batches(writer, indexer, le
     sync_once(ix)
     assert sizes[:2] == [engine.SESSIONS_PER_BATCH, 7]
     assert ix.sinks[0].paths("nova") == expected_paths(ledger_path, "nova")
+
+
+def test_a_session_revived_while_a_forced_rebuild_failed_is_built_by_the_next_pass(writer, indexer, ledger_path,
+                                                                                    monkeypatch):
+    """The forced rebuild records the revived session as live (registry) and then fails writing:
+    the next pass is a tail, and no history row says the session is to be built."""
+    from exporters.base import SinkError
+    from exporters.qmd.rebuild import QmdRebuild
+
+    writer.turn("main", user="the staging database rotates monthly", assistant="noted")
+    writer.turn("main", user="ship on friday?", assistant="yes, friday")
+    writer.turn("keep", user="another session", assistant="ok")
+    ix = indexer()
+    sync_once(ix)
+    everything = expected_paths(ledger_path, "atlas")
+    writer.set_session_status("main", "deleted")
+    sync_once(ix)
+    writer.set_session_status("main", "active")
+    real = QmdRebuild.upsert
+
+    def failing(self, docs):
+        raise SinkError("qmd: disk full (simulated)")
+
+    monkeypatch.setattr(QmdRebuild, "upsert", failing)
+    with pytest.raises(SinkError):
+        sync_once(ix, force=True)
+    monkeypatch.setattr(QmdRebuild, "upsert", real)
+    summary = sync_once(ix)
+    assert summary.personas["atlas"].mode == "tail"
+    assert ix.sinks[0].paths("atlas") == everything
+    assert ix.state.paths("atlas") == everything
+
+
+def test_a_session_revived_while_a_forced_rebuild_was_interrupted_is_built_by_the_next_pass(writer, indexer,
+                                                                                            ledger_path):
+    """As above, with the rebuild stopped (SIGTERM: the daemon's stop event) instead of failing."""
+    import threading
+
+    writer.turn("main", user="the staging database rotates monthly", assistant="noted")
+    writer.turn("main", user="ship on friday?", assistant="yes, friday")
+    writer.turn("keep", user="another session", assistant="ok")
+    ix = indexer()
+    sync_once(ix)
+    everything = expected_paths(ledger_path, "atlas")
+    writer.set_session_status("main", "deleted")
+    sync_once(ix)
+    writer.set_session_status("main", "active")
+    stop = threading.Event()
+    stop.set()
+    assert sync_once(ix, force=True, stop=stop).interrupted
+    sync_once(ix)
+    sync_once(ix)
+    assert ix.sinks[0].paths("atlas") == everything

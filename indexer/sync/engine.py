@@ -134,11 +134,14 @@ class RegistryChanges:
 
 
 def _refresh_registry(ix: Indexer, reader: LedgerReader, persona: str, sessions: Sequence[SessionRow],
-                      summary: PersonaSummary, *, tail_from: int | None = None) -> RegistryChanges:
+                      summary: PersonaSummary, *, tail_from: int | None = None,
+                      rebuilding: bool = False) -> RegistryChanges:
     """Record every session's ledger status; purge documents of deleted (or vanished) sessions,
     and another persona's documents of a session the ledger now gives to ``persona``.
     ``tail_from``: a tail's cursor (its history loop builds the sessions with rows after it); None
-    for a pass that builds every session (a backfill, a rebuild): none is noted to build."""
+    for a pass that builds every session (a backfill, a rebuild): none is noted to build, except
+    that a forced ``rebuilding`` notes the sessions live again or new here — it commits their
+    registry rows now and may fail or stop before its switch, and the pass after it is a tail."""
     known = ix.state.session_statuses(persona)
     present = {s.label for s in sessions}
     if len(present) < len(sessions):  # labels that are not valid UTF-8 can read back the same
@@ -166,6 +169,8 @@ def _refresh_registry(ix: Indexer, reader: LedgerReader, persona: str, sessions:
                 first_seen -= {s.label for s in reader.sessions(history_range=(tail_from, summary.head),
                                                                 persona=persona)}
         to_build = sorted(set(revived) | first_seen | ix.state.sessions_to_build(persona))
+    elif rebuilding:  # cleared at the rebuild's switch; built by the next tail if it never gets there
+        to_build = sorted(set(revived) | {s.label for s in sessions if s.label not in known and s.status != "deleted"})
     left = {label: ix.state.paths(persona, session=label) for label in moved_out}
     purge: dict[str, set[str]] = {persona: set().union(*left.values())}
     for label in deleted:
@@ -411,7 +416,7 @@ def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSu
     mark = late.start(ix, reader)
     with reader.snapshot():
         sessions = reader.sessions(persona=persona)
-    _refresh_registry(ix, reader, persona, sessions, summary)
+    _refresh_registry(ix, reader, persona, sessions, summary, rebuilding=True)
     targets = [Target(ix, persona, sink, rebuild=sink.rebuild(persona)) for sink in ix.sinks]
     all_docs: list[Document] = []
     all_skips: list[Skip] = []
