@@ -270,6 +270,16 @@ class LedgerReader:
             at = parents.pop(at)
         return chain[::-1]
 
+    def reachable_parents(self, turn_id: str, *, limit: int = 100_000) -> list[str]:
+        """Every turn up the parents from ``turn_id`` (itself included) as far as they lead, however
+        the chain ends: for a session whose head cannot be read, what its history may hold."""
+        return [i for i, _p in self._chain_rows(turn_id, limit)]
+
+    def history_heads(self, label: str) -> list[str]:
+        """Every turn a ``session_history`` row of session ``label`` pointed it at (its heads over time)."""
+        h = self.m.SessionHistory
+        return sorted({_text_of(t) for (t,) in h.select(h.thread_id).where(h.session_label == label).tuples()})
+
     def _chain_rows(self, turn_id: str, limit: int = 100_000) -> list[tuple[str, str | None]]:
         """(id, parent) of every turn up the parents from ``turn_id``, each once (UNION: a cycle ends
         where it closes). One recursive query."""

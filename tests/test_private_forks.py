@@ -591,3 +591,70 @@ def test_a_session_made_private_while_its_head_cannot_be_read_still_hides_its_fo
             searcher, "child", mode="keyword")
     finally:
         searcher.close()
+
+
+# -- from a review: a private session whose head cannot be read ------------------------------------
+
+
+@pytest.mark.parametrize("broken", [
+    "DELETE FROM threads WHERE turn_id = :head",
+    "UPDATE threads SET ancestry = '[broken' WHERE turn_id = :head",
+    "UPDATE threads SET ancestry = NULL WHERE turn_id = :head",  # with a parent that leads nowhere (below)
+])
+def test_a_private_session_never_readable_still_hides_the_copies_its_fork_holds(broken, writer, config_factory):
+    m0 = writer.turn("main", user="the heron plan for the harbour cluster")
+    writer.fork("room", m0)
+    s0 = writer.turn("room", user=f"the {SECRET_WORDS}", assistant="noted")
+    writer.fork("child", s0)
+    writer.turn("child", user="child's own words about cabbages")
+    head = writer.turn("room", user="a later room turn", assistant="ok")
+    writer.execute(broken.replace(":head", "?"), (head,))
+    if "NULL" in broken:
+        writer.execute("UPDATE turns SET parent_turn_id = 'no-such-turn' WHERE id = ?", (head,))
+    config = config_factory(sinks=("lancedb", "qmd"))
+    embedder = FakeEmbedder()
+    ix = Indexer(config, sinks=build_sinks(config, embedder=embedder), redact=lambda s: s, redaction_version="t")
+    try:
+        sync_once(ix)
+        assert [b["session"] for b in ix.state.bad_list("atlas")] == ["room"]
+    finally:
+        ix.close()
+    apply_visibility(config, "room", "private")
+    _sync(config)
+    searcher = Searcher(config, embedder=embedder)
+    try:
+        leaked = {caller: {t for _, t in found(searcher, caller, mode="keyword")} & {s0} for caller in ("main", None)}
+        in_export = [p for p in exported(config) if s0 in p]
+        assert not any(leaked.values()) and not in_export, (leaked, in_export)
+    finally:
+        searcher.close()
+
+
+def test_a_private_sessions_new_turn_copied_by_a_fork_while_its_head_is_unreadable_stays_hidden(writer,
+                                                                                                config_factory):
+    """room is private and readable (its own turns recorded); it says a new secret s1, then its head
+    moves to a turn whose thread row is broken; a fork taken at s1 copies it. s1 is room's own turn."""
+    m0 = writer.turn("main", user="the heron plan for the harbour cluster")
+    writer.fork("room", m0)
+    writer.turn("room", user="an early room turn", assistant="ok")
+    config = config_factory(sinks=("lancedb", "qmd"))
+    embedder = FakeEmbedder()
+    ix = Indexer(config, sinks=build_sinks(config, embedder=embedder), redact=lambda s: s, redaction_version="t")
+    try:
+        sync_once(ix)
+    finally:
+        ix.close()
+    apply_visibility(config, "room", "private")
+    s1 = writer.turn("room", user=f"the {SECRET_WORDS}", assistant="noted")
+    head = writer.turn("room", user="a later room turn", assistant="ok")
+    writer.execute("UPDATE threads SET ancestry = '[broken' WHERE turn_id = ?", (head,))
+    writer.fork("child", s1)
+    writer.turn("child", user="child's own words about cabbages")
+    _sync(config)
+    searcher = Searcher(config, embedder=embedder)
+    try:
+        leaked = {caller: {t for _, t in found(searcher, caller, mode="keyword")} & {s1} for caller in ("main", None)}
+        in_export = [p for p in exported(config) if s1 in p]
+        assert not any(leaked.values()) and not in_export, (leaked, in_export)
+    finally:
+        searcher.close()

@@ -19,7 +19,7 @@ shared and not deleted. Three paths keep that true:
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -59,12 +59,15 @@ def private_turns(ix: Indexer, persona: str) -> set[str]:
     return set().union(*ix.state.hidden_copies(persona).values()) | ix.state.others_private_turns(persona)
 
 
-def own_turns(reader: LedgerReader, labels: Sequence[str]) -> dict[str, set[str]]:
+def own_turns(reader: LedgerReader, labels: Sequence[str], *,
+              indexed: Callable[[str], set[str]] | None = None) -> dict[str, set[str]]:
     """Per session, the turns of its history it said itself: started at or after the session was
     created (a fork's inherited history predates it). A time missing on either side counts as the
     session's own (hidden rather than shown). Looked up by label in any persona: the registry's
-    persona may lag the ledger's (a session that just moved). A session whose head cannot be read is
-    left out (recorded as none of its own, its forks' copies would show)."""
+    persona may lag the ledger's (a session that just moved). A session whose head cannot be read
+    (no thread row, a broken ancestry) is judged on what else names its turns: its head's parents as
+    far as they lead, the heads its history rows named, and ``indexed(label)`` (its indexed turns)
+    — its forks' copies of a turn it said must stay hidden while its head is broken."""
     with reader.snapshot():
         rows = reader.sessions(labels=labels)
         threads = reader.threads(r.thread_id for r in rows)
@@ -72,8 +75,10 @@ def own_turns(reader: LedgerReader, labels: Sequence[str]) -> dict[str, set[str]
         for r in rows:
             thread = threads.get(r.thread_id)
             history = head_history(reader, thread, r.thread_id) if thread else None
-            if history is not None:  # a head that cannot be read says nothing: what was recorded stays
-                ancestries[r.label] = history
+            if history is None:  # the head says nothing: what else names the session's turns
+                history = sorted(set(reader.reachable_parents(r.thread_id)) | set(reader.history_heads(r.label))
+                                 | (indexed(r.label) if indexed is not None else set()))
+            ancestries[r.label] = history
         turns = reader.turns(t for ids in ancestries.values() for t in ids)
     created = {r.label: r.created_at for r in rows}
     out: dict[str, set[str]] = {}
@@ -87,7 +92,8 @@ def remember_private_turns(ix: Indexer, reader: LedgerReader | None, persona: st
     """Record the own turns of ``persona``'s private sessions (needs the ledger; without it the
     sessions' whole indexed history counts until a pass records them)."""
     private = ix.state.private_sessions(persona)
-    own = own_turns(reader, sorted(private)) if private and reader is not None else None
+    own = own_turns(reader, sorted(private), indexed=lambda label: ix.state.turns_of(persona, [label])) \
+        if private and reader is not None else None
     ix.state.private.remember(persona, own)  # also forgets sessions shared again
 
 
