@@ -347,3 +347,45 @@ def test_a_session_revived_while_a_forced_rebuild_was_interrupted_is_built_by_th
     sync_once(ix)
     sync_once(ix)
     assert ix.sinks[0].paths("atlas") == everything
+
+
+def test_a_session_that_leaves_for_an_unsynced_persona_and_comes_back_is_built_again(writer, indexer, ledger_path):
+    writer.turn("main", persona="nova", user="the vault path is /srv/vault", assistant="noted")
+    writer.turn("main", persona="nova", user="and the backup host?", assistant="backup-7")
+    writer.turn("own", persona="nova", user="nova's own session", assistant="ok")
+    ix = indexer(ledger={"personas": ["nova"]})
+    sync_once(ix)
+    full = expected_paths(ledger_path, "nova")
+    assert len({p for p in full if p.startswith("sessions/main/")}) == 2
+    writer.execute("UPDATE sessions SET persona_id = 'xeno' WHERE label = 'main'")  # a persona not synced
+    sync_once(ix)
+    assert not {p for p in ix.sinks[0].paths("nova") if p.startswith("sessions/main/")}
+    writer.execute("UPDATE sessions SET persona_id = 'nova' WHERE label = 'main'")  # back, no history row
+    sync_once(ix)
+    sync_once(ix)
+    assert ix.sinks[0].paths("nova") == full
+    assert ix.state.paths("nova") == full
+
+
+def test_a_private_session_that_moves_to_an_unsynced_persona_keeps_its_copies_in_forks_hidden(writer, indexer):
+    """The registry row of a session gone to a persona no pass takes over goes with it now; its own
+    turns are recorded under that persona (every persona holding private sessions is), so its forks
+    left here still hide them."""
+    from indexer.sync.visibility import apply_visibility
+
+    writer.turn("other", user="an unrelated session", assistant="ok")
+    start = writer.turn("root", user="shared start", assistant="ok")
+    writer.fork("main", start)
+    secret = writer.turn("main", user="the vault combination is in the red binder", assistant="noted")
+    writer.fork("child", secret)
+    ix = indexer(ledger={"personas": ["atlas"]})
+    sync_once(ix)
+    apply_visibility(ix, "main", "private")
+    copy = f"sessions/child/turns/{secret}.md"
+    assert copy not in ix.sinks[0].paths("atlas")
+    writer.execute("UPDATE sessions SET persona_id = 'zeta' WHERE label = 'main'")  # zeta: not synced here
+    sync_once(ix)
+    sync_once(ix)
+    assert ix.state.session("main").persona == "zeta" and ix.state.session("main").visibility == "private"
+    assert copy not in ix.sinks[0].paths("atlas")
+    assert secret in ix.state.scope_facts("atlas", "other").hidden_turns

@@ -156,8 +156,14 @@ def _refresh_registry(ix: Indexer, reader: LedgerReader, persona: str, sessions:
     moved_out = {s.label: s.persona for s in reader.sessions(labels=leaving) if s.persona != persona} if leaving else {}
     arrived = {label: other for label, other in ix.state.registered_personas(present - set(known)).items()
                if other != persona}
+    # gone to a persona this index does not sync: no pass of that persona takes the registry row
+    # over, so it goes with the session now, as no longer indexed ("deleted": built again wherever
+    # it is synced next — back here, or there once that persona is synced)
+    synced = set(ix.config.ledger.personas)
+    unsynced = {label: other for label, other in moved_out.items() if synced and other not in synced}
     rows = [(s.label, s.persona, s.status) for s in sessions]
     rows += [(label, persona, "deleted") for label in missing if label not in moved_out]
+    rows += [(label, other, "deleted") for label, other in unsynced.items()]
     changed = [r for r in rows if known.get(r[0]) != r[2]]
     deleted = {label for label, _, status in rows if status == "deleted"}
     revived = sorted(s.label for s in sessions if known.get(s.label) == "deleted" and s.status != "deleted")
