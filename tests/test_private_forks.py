@@ -596,6 +596,27 @@ def test_a_session_made_private_while_its_head_cannot_be_read_still_hides_its_fo
 # -- from a review: a private session whose head cannot be read ------------------------------------
 
 
+def first_pass(config, embedder) -> list[dict]:
+    """One pass, unredacted (the words must stay findable); returns the bad rows it recorded."""
+    ix = Indexer(config, sinks=build_sinks(config, embedder=embedder), redact=lambda s: s, redaction_version="t")
+    try:
+        sync_once(ix)
+        return ix.state.bad_list("atlas")
+    finally:
+        ix.close()
+
+
+def assert_hidden_from_others(config, embedder, turn: str) -> None:
+    """``turn`` is found neither by ``main`` nor by a caller with no session, nor in the export."""
+    searcher = Searcher(config, embedder=embedder)
+    try:
+        leaked = {caller: {t for _, t in found(searcher, caller, mode="keyword")} & {turn} for caller in ("main", None)}
+        in_export = [p for p in exported(config) if turn in p]
+        assert not any(leaked.values()) and not in_export, (leaked, in_export)
+    finally:
+        searcher.close()
+
+
 @pytest.mark.parametrize("broken", [
     "DELETE FROM threads WHERE turn_id = :head",
     "UPDATE threads SET ancestry = '[broken' WHERE turn_id = :head",
@@ -613,21 +634,10 @@ def test_a_private_session_never_readable_still_hides_the_copies_its_fork_holds(
         writer.execute("UPDATE turns SET parent_turn_id = 'no-such-turn' WHERE id = ?", (head,))
     config = config_factory(sinks=("lancedb", "qmd"))
     embedder = FakeEmbedder()
-    ix = Indexer(config, sinks=build_sinks(config, embedder=embedder), redact=lambda s: s, redaction_version="t")
-    try:
-        sync_once(ix)
-        assert [b["session"] for b in ix.state.bad_list("atlas")] == ["room"]
-    finally:
-        ix.close()
+    assert [b["session"] for b in first_pass(config, embedder)] == ["room"]
     apply_visibility(config, "room", "private")
     _sync(config)
-    searcher = Searcher(config, embedder=embedder)
-    try:
-        leaked = {caller: {t for _, t in found(searcher, caller, mode="keyword")} & {s0} for caller in ("main", None)}
-        in_export = [p for p in exported(config) if s0 in p]
-        assert not any(leaked.values()) and not in_export, (leaked, in_export)
-    finally:
-        searcher.close()
+    assert_hidden_from_others(config, embedder, s0)
 
 
 def test_a_private_sessions_new_turn_copied_by_a_fork_while_its_head_is_unreadable_stays_hidden(writer,
@@ -639,11 +649,7 @@ def test_a_private_sessions_new_turn_copied_by_a_fork_while_its_head_is_unreadab
     writer.turn("room", user="an early room turn", assistant="ok")
     config = config_factory(sinks=("lancedb", "qmd"))
     embedder = FakeEmbedder()
-    ix = Indexer(config, sinks=build_sinks(config, embedder=embedder), redact=lambda s: s, redaction_version="t")
-    try:
-        sync_once(ix)
-    finally:
-        ix.close()
+    first_pass(config, embedder)
     apply_visibility(config, "room", "private")
     s1 = writer.turn("room", user=f"the {SECRET_WORDS}", assistant="noted")
     head = writer.turn("room", user="a later room turn", assistant="ok")
@@ -651,10 +657,4 @@ def test_a_private_sessions_new_turn_copied_by_a_fork_while_its_head_is_unreadab
     writer.fork("child", s1)
     writer.turn("child", user="child's own words about cabbages")
     _sync(config)
-    searcher = Searcher(config, embedder=embedder)
-    try:
-        leaked = {caller: {t for _, t in found(searcher, caller, mode="keyword")} & {s1} for caller in ("main", None)}
-        in_export = [p for p in exported(config) if s1 in p]
-        assert not any(leaked.values()) and not in_export, (leaked, in_export)
-    finally:
-        searcher.close()
+    assert_hidden_from_others(config, embedder, s1)

@@ -32,8 +32,9 @@ def events(logs, name):
     return [{k: v for k, v in e.items() if k not in ("event", "log_level")} for e in logs if e["event"] == name]
 
 
-def test_a_deleted_session_made_live_again_is_indexed_again_without_a_new_history_row(writer, indexer,
-                                                                                        ledger_path):
+def deleted_then_live_again(writer, indexer, ledger_path):
+    """Two sessions indexed, ``main`` deleted (a pass purges it), then made live again in the ledger
+    (no history row says so). Returns the indexer and every path of the full set."""
     writer.turn("main", user="the staging database rotates monthly", assistant="noted")
     writer.turn("main", user="ship on friday?", assistant="yes, friday")
     writer.turn("keep", user="another session", assistant="ok")
@@ -44,6 +45,12 @@ def test_a_deleted_session_made_live_again_is_indexed_again_without_a_new_histor
     sync_once(ix)
     assert ix.sinks[0].paths("atlas") == expected_paths(ledger_path, "atlas") != everything
     writer.set_session_status("main", "active")
+    return ix, everything
+
+
+def test_a_deleted_session_made_live_again_is_indexed_again_without_a_new_history_row(writer, indexer,
+                                                                                        ledger_path):
+    ix, everything = deleted_then_live_again(writer, indexer, ledger_path)
     with capture_logs() as logs:
         summary = sync_once(ix)
     assert ix.sinks[0].paths("atlas") == everything
@@ -303,15 +310,7 @@ def test_a_session_revived_while_a_forced_rebuild_failed_is_built_by_the_next_pa
     from exporters.base import SinkError
     from exporters.qmd.rebuild import QmdRebuild
 
-    writer.turn("main", user="the staging database rotates monthly", assistant="noted")
-    writer.turn("main", user="ship on friday?", assistant="yes, friday")
-    writer.turn("keep", user="another session", assistant="ok")
-    ix = indexer()
-    sync_once(ix)
-    everything = expected_paths(ledger_path, "atlas")
-    writer.set_session_status("main", "deleted")
-    sync_once(ix)
-    writer.set_session_status("main", "active")
+    ix, everything = deleted_then_live_again(writer, indexer, ledger_path)
     real = QmdRebuild.upsert
 
     def failing(self, docs):
@@ -332,15 +331,7 @@ def test_a_session_revived_while_a_forced_rebuild_was_interrupted_is_built_by_th
     """As above, with the rebuild stopped (SIGTERM: the daemon's stop event) instead of failing."""
     import threading
 
-    writer.turn("main", user="the staging database rotates monthly", assistant="noted")
-    writer.turn("main", user="ship on friday?", assistant="yes, friday")
-    writer.turn("keep", user="another session", assistant="ok")
-    ix = indexer()
-    sync_once(ix)
-    everything = expected_paths(ledger_path, "atlas")
-    writer.set_session_status("main", "deleted")
-    sync_once(ix)
-    writer.set_session_status("main", "active")
+    ix, everything = deleted_then_live_again(writer, indexer, ledger_path)
     stop = threading.Event()
     stop.set()
     assert sync_once(ix, force=True, stop=stop).interrupted
