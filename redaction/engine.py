@@ -315,7 +315,8 @@ class Redactor:
         segments = self._segments(text, recurring)
         if not segments:
             return []
-        segments = _with_repeats(text, segments)
+        searches: dict[frozenset[str], KnownSecrets] = {}  # one search (a trie, past 2,000 values) a value set
+        segments = _with_repeats(text, segments, searches)
         out, pieces = _mask(text, segments)
         # Idempotence by construction: masking can change the context a rule
         # sees (a value no longer glued to a word, a new boundary after a
@@ -329,7 +330,7 @@ class Redactor:
             for s, e, rule, _keep in again:
                 os_, oe = _map_back(pieces, s, e)
                 cands.append((os_, oe, rule, 0, _PRIO_CONTEXT, 0))
-            segments = _with_repeats(text, _merge(cands))
+            segments = _with_repeats(text, _merge(cands), searches)
             out, pieces = _mask(text, segments)
         return segments
 
@@ -445,17 +446,25 @@ class Recurring:
         return f"Recurring({len(self._rules)} values)"
 
 
-def _with_repeats(text: str, segments: list[tuple[int, int, str, int]]) -> list[tuple[int, int, str, int]]:
+def _with_repeats(text: str, segments: list[tuple[int, int, str, int]],
+                  searches: dict[frozenset[str], KnownSecrets] | None = None) -> list[tuple[int, int, str, int]]:
     """Segments plus every other occurrence of each found secret value.
 
     A found value becomes a literal mask for the whole text, like a known
     secret (also in its JSON-escaped and URL-encoded forms), so a secret
     recognised once by its context is masked where it appears again bare.
+    ``searches``: the searches of earlier calls for the same text, by value set (the re-scans of
+    one ``redact`` usually find the same values: its trie is built once).
     """
     values = _repeat_values(text, segments)
     if not values:
         return segments
-    known = KnownSecrets(values, min_length=MIN_REPEAT_LENGTH)
+    key = frozenset(values)
+    known = searches.get(key) if searches is not None else None
+    if known is None:
+        known = KnownSecrets(values, min_length=MIN_REPEAT_LENGTH)
+        if searches is not None:
+            searches[key] = known
     cands = [(s, e, rule, keep, _PRIO_KEPT, 0) for s, e, rule, keep in segments]
     extra = False
     starts = [cs for cs, _ce, _r, _k in segments]  # sorted, not overlapping: one lookup an occurrence

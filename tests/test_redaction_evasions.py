@@ -576,3 +576,27 @@ def test_an_uppercase_0x_value_stated_as_a_key_is_masked(value):
 
 def test_a_lowercase_0x_constant_is_left():
     assert_unchanged("the key is 0x7f3a9c2e1b4d")
+
+
+def test_the_repeat_search_of_one_value_set_is_built_once_per_redact(monkeypatch):
+    """The re-scans of one ``redact`` call the repeat search again, usually with the same values: past
+    2,000 values its trie (a review measured 0.9 s to build one for 2 MB of values) is built once and reused."""
+    import redaction.engine as engine
+    from redaction.known import _ChunkTrie
+
+    builds = []
+    real_init = _ChunkTrie.__init__
+
+    def counted_init(self, needles):
+        builds.append(1)
+        real_init(self, needles)
+
+    monkeypatch.setattr(_ChunkTrie, "__init__", counted_init)
+    text = "\n".join('password = "pw%05dqZ7"' % i for i in range(2100)) + "\n" + "pw00005qZ7 again"
+    segments = engine.Redactor()._segments(text)
+    searches: dict = {}
+    first = engine._with_repeats(text, segments, searches)
+    second = engine._with_repeats(text, segments, searches)
+    assert first == second and len(first) > len(segments) and len(builds) == 1
+    engine._with_repeats(text, segments)  # no memo given: a search of its own
+    assert len(builds) == 2
