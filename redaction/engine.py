@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from .detectors import _HEX, BLANK, char_before, overlapping, word_before
 from .entropy import is_token_placeholder, shannon
-from .fold import Folded, dashed, fold
+from .fold import Folded, dash_readings, fold
 from .known import KnownSecrets
 from .rules import (DETECTORS, GLUED_PREFIXES, MIN_TOKEN_LENGTH, TOKEN_RULES, TOKEN_RUN_CHARS, TokenRule,
                     _literal_prefix)
@@ -298,11 +298,12 @@ class Redactor:
         folded = fold(text)
         scanned = text if folded is None else folded.text
         # Unicode dashes stay dashes in the folded copy (an em dash before a token must not glue it
-        # to the word before); a second scan reads them as "-" (a token with Unicode hyphens), and
-        # the spans of both are masked. Texts without such a dash are scanned once.
-        as_hyphens = dashed(scanned)
-        if as_hyphens is not None:
-            segments = _union(self._settle(scanned, recurring), self._settle(as_hyphens, recurring))
+        # to the word before); more scans read them as "-" (a token with Unicode hyphens), and prose
+        # dashes as spaces (both at once: "is—sk‑proj‑…"); the spans of all are masked. Texts without
+        # such a dash are scanned once.
+        readings = dash_readings(scanned)
+        if readings:
+            segments = _union(*(self._settle(t, recurring) for t in (scanned, *readings)))
             return _unfold(folded or Folded(text, text), segments)
         if folded is None:
             segments = self._settle(text, recurring)

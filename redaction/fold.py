@@ -27,7 +27,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-__all__ = ["DASHES", "Folded", "dashed", "fold", "fold_value"]
+__all__ = ["DASHES", "PROSE_DASHES", "Folded", "dash_readings", "dashed", "fold", "fold_value"]
 
 # The ASCII a fold leaves alone: printable characters, tab, newline, return.
 # Deleting them from the UTF-8 bytes (one C loop) leaves the encodings of
@@ -45,10 +45,15 @@ _DROP_RUN_RE = re.compile(r"(?:\x1b\[[0-?]{0,32}[ -/]{0,4}[@-~]|\x1b\][0-9]{0,4}
 # a token ("here it is—sk-proj-…") glued it to the word before, and rules that refuse a "-" before a
 # token missed it. A token whose own hyphens are Unicode dashes ("sk‑proj‑…" with U+2011) is found
 # by a second scan of the copy with every dash read as "-" (:func:`dashed`); the two are united.
-#: Unicode hyphens and dashes (Pd, and the minus sign) that a second scan reads as "-".
-DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u2e3a\u2e3b\ufe58"
-_DASH_TABLE = str.maketrans({c: "-" for c in DASHES})
-_DASH_RE = re.compile(f"[{DASHES}]")
+#: Unicode hyphens and dashes (every Pd character but "-", and the minus sign), read as "-" or as a
+#: space by the extra scans (:func:`dash_readings`).
+DASHES = "".join(chr(c) for c in range(0x80, 0x110000) if unicodedata.category(chr(c)) == "Pd") + "\u2212"
+#: The dashes prose sets between words (en, em, bars, wave dashes): also read as a space, since read as
+#: "-" one glues the token after it to the word before ("here it is—sk‑proj‑…").
+PROSE_DASHES = "\u2013\u2014\u2015\u2e3a\u2e3b\u301c\u3030\ufe31\ufe32\ufe58"
+_AS_HYPHENS = str.maketrans({c: "-" for c in DASHES})
+_AS_SEPARATORS = str.maketrans({c: (" " if c in PROSE_DASHES else "-") for c in DASHES})
+_DASH_RE = re.compile("[" + re.escape(DASHES) + "]")
 # Invisible characters Unicode lists as default-ignorable that are not format characters (Cf):
 # combining grapheme joiner, Hangul fillers, Khmer and Mongolian inherent vowels and selectors,
 # variation selectors. Dropped from the scanned copy only (an emoji keeps its selector in the text).
@@ -148,9 +153,22 @@ def _changes(text: str) -> bool:
 def dashed(text: str) -> str | None:
     """``text`` with every Unicode dash of :data:`DASHES` as ``"-"`` (one character for one: every
     offset holds), or None when it has none."""
-    if _DASH_RE.search(text) is None:
+    if text.isascii() or _DASH_RE.search(text) is None:  # isascii: a flag of the string, no scan
         return None
-    return text.translate(_DASH_TABLE)
+    return text.translate(_AS_HYPHENS)
+
+
+def dash_readings(text: str) -> list[str]:
+    """The other readings of ``text``'s Unicode dashes, each one character for one (offsets hold):
+    every dash as ``"-"``, and prose dashes as spaces with the others as ``"-"``; none without dashes."""
+    as_hyphens = dashed(text)
+    if as_hyphens is None:
+        return []
+    readings = [as_hyphens]
+    as_separators = text.translate(_AS_SEPARATORS)
+    if as_separators != as_hyphens:
+        readings.append(as_separators)
+    return readings
 
 
 def fold_value(value: str) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 from collections.abc import Iterable, Mapping
 from urllib.parse import quote
 
-from .fold import fold_value
+from .fold import dashed, fold_value
 
 __all__ = ["KnownSecrets", "IgnoredEntry", "MIN_KNOWN_SECRET_LENGTH", "RedactionTooCostly"]
 
@@ -132,8 +132,8 @@ class _ChunkTrie:
                 steps += 1
             if steps > budget:
                 raise RedactionTooCostly(
-                    f"the search for {self.count:,} secret values (and their encoded forms) in a text of "
-                    f"{len(text):,} characters passed {budget:,} steps; the text is not indexed (split the message, or "
+                    f"the search for {self.count:,} forms of secret values (each value, its encodings and "
+                    f"normal forms) in a text of {len(text):,} characters passed {budget:,} steps; the text is not indexed (split the message, or "
                     f"list its secrets in the known-secrets file)")
             if best < 0:
                 continue
@@ -193,7 +193,11 @@ class KnownSecrets:
             # non-breaking space or a full-width letter is looked for folded too.
             # Composed and decomposed (macOS writes "ü" as "u" + a combining mark) forms too.
             forms = {v, unicodedata.normalize("NFC", v), unicodedata.normalize("NFD", v)}
-            for form in forms | {fold_value(f) for f in forms}:
+            forms |= {fold_value(f) for f in forms}
+            # A value with Unicode dashes is looked for with "-" too: a text with other dashes (or
+            # "-") is also scanned with its dashes read as "-" (Redactor.redact).
+            forms |= {d for d in map(dashed, forms) if d is not None}
+            for form in forms:
                 if len(form) >= min_length:
                     needles.add(form)
                     needles.add(json.dumps(form, ensure_ascii=False)[1:-1])
