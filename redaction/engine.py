@@ -252,11 +252,12 @@ def _after_escape(text: str, rs: int, re_: int) -> tuple[int, ...]:
 
 def _scan_glued(text: str, rs: int, re_: int, cands: list, gate) -> None:
     """Tokens with an unmistakable prefix glued to a word or digit before them
-    (``tokenisghp_…``, ``1AKIA…``): such a prefix needs no left boundary."""
+    (``tokenisghp_…``, ``1AKIA…``), or joined to one by ``-`` or ``_`` (``plan-sk-proj-…``: the
+    main loop refuses those before a token): such a prefix needs no left boundary."""
     glued = _COMPILED.glued
     for g in _COMPILED.glued_re.finditer(text, rs, re_):
         p = g.start()
-        if p == rs or not text[p - 1].isalnum():
+        if p == rs or not (text[p - 1].isalnum() or text[p - 1] in "-_"):
             continue  # a boundary start: the main loop tried it
         entries = (_COMPILED.by2.get(text[p:p + 2]) or []) + (_COMPILED.by1.get(text[p]) or [])
         for order, rule, rx in entries:

@@ -637,3 +637,16 @@ def test_a_value_found_with_unicode_hyphens_is_masked_where_it_recurs_with_other
     assert "Hunt3r2" not in redactor.redact(f"later {value} again", recurring=recurring).text
     assert redact(f"x {value} y", known=["db\u2011" + "Pa55"] + ["Kq8z\u2011Hunt3r2\u2011Secret\u2011x9"]).text \
         == "x [REDACTED:known-secret] y"
+
+
+@pytest.mark.parametrize("joint", ["-", "_", "\u2011", "\u2e40", "\u1806"])
+@pytest.mark.parametrize("secret", [SK, GH, XOXB])
+def test_an_unmistakable_prefix_joined_to_a_word_by_a_hyphen_is_found(joint, secret):
+    """A glued prefix was taken after a letter or digit ("tokenisghp_…") but not after "-" or "_",
+    which the main loop refuses before a token: "plan-sk-proj-…" was left whole, also written with
+    ASCII hyphens (a fuzz of the dash scan found it behind Unicode ones)."""
+    assert_masked(f"known plan{joint}{secret} ok", secret[-24:])
+
+
+def test_a_prefix_inside_an_ordinary_hyphenated_word_is_left():
+    assert_unchanged("the task-proj-plan is due, see the risk-assessment-notes")
