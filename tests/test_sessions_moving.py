@@ -11,6 +11,7 @@ from structlog.testing import capture_logs
 from exporters.qmd import QmdExporter
 from indexer.sync.context import Indexer
 from indexer.sync.engine import sync_once
+from indexer.sync.visibility import apply_visibility
 from tests.test_sync import expected_paths
 
 
@@ -128,8 +129,6 @@ def test_a_persona_left_out_of_the_configured_personas_keeps_its_documents_when_
 def test_a_private_session_that_moves_keeps_its_copies_in_the_old_personas_forks_hidden(writer, indexer):
     """A fork of ``main`` stays in atlas when main moves to zeta: main's own turns it copied stay
     hidden there (its record of own turns moves with it, in the same transaction)."""
-    from indexer.sync.visibility import apply_visibility
-
     writer.turn("other", user="an unrelated session", assistant="ok")
     start = writer.turn("root", user="shared start", assistant="ok")
     writer.fork("main", start)  # main inherits root's turn: root's, not main's own
@@ -358,12 +357,8 @@ def test_a_session_that_leaves_for_an_unsynced_persona_and_comes_back_is_built_a
     assert ix.state.paths("nova") == full
 
 
-def test_a_private_session_that_moves_to_an_unsynced_persona_keeps_its_copies_in_forks_hidden(writer, indexer):
-    """The registry row of a session gone to a persona no pass takes over goes with it now; its own
-    turns are recorded under that persona (every persona holding private sessions is), so its forks
-    left here still hide them."""
-    from indexer.sync.visibility import apply_visibility
-
+def private_session_forked(writer, indexer):
+    """``main`` private, ``child`` forked at its secret turn, only atlas synced."""
     writer.turn("other", user="an unrelated session", assistant="ok")
     start = writer.turn("root", user="shared start", assistant="ok")
     writer.fork("main", start)
@@ -374,9 +369,46 @@ def test_a_private_session_that_moves_to_an_unsynced_persona_keeps_its_copies_in
     apply_visibility(ix, "main", "private")
     copy = f"sessions/child/turns/{secret}.md"
     assert copy not in ix.sinks[0].paths("atlas")
-    writer.execute("UPDATE sessions SET persona_id = 'zeta' WHERE label = 'main'")  # zeta: not synced here
+    return ix, secret, copy
+
+
+def test_private_forks_copy_hidden_in_the_very_pass_that_moves_it_to_an_unsynced_persona(writer, indexer):
+    ix, secret, copy = private_session_forked(writer, indexer)
+    writer.execute("UPDATE sessions SET persona_id = 'zeta' WHERE label = 'main'")
+    sync_once(ix)  # the very pass that moves it: its record of own turns must go along in it
+    assert secret in ix.state.scope_facts("atlas", "other").hidden_turns, "searchable by 'other'"
+    assert copy not in ix.sinks[0].paths("atlas"), "re-exported to QMD"
+
+
+def test_rewound_private_sessions_recorded_turn_stays_hidden_after_move_to_unsynced(writer, indexer):
+    """main (private) said `secret`, child forked at it, main then rewound before it (its head moved
+    back: the cumulative record keeps `secret` as main's own). main then moves to an unsynced
+    persona: its record goes with it (left under atlas it was dropped there, and zeta's, read from the
+    ledger, no longer held `secret`)."""
+    writer.turn("other", user="an unrelated session", assistant="ok")
+    start = writer.turn("root", user="shared start", assistant="ok")
+    writer.fork("main", start)
+    first = writer.turn("main", user="main's first own words", assistant="ok")
+    secret = writer.turn("main", user="the vault combination is in the red binder", assistant="noted")
+    writer.fork("child", secret)
+    writer.turn("child", user="child's own turn", assistant="ok")
+    ix = indexer(ledger={"personas": ["atlas"]})
+    sync_once(ix)
+    apply_visibility(ix, "main", "private")
+    copy = f"sessions/child/turns/{secret}.md"
+    # rewind main to `first`
+    writer.execute("UPDATE sessions SET thread_id = ? WHERE label = 'main'", (first,))
+    writer.execute("INSERT INTO session_history(session_label, thread_id, changed_at) VALUES('main', ?, ?)",
+                   (first, writer.now()))
     sync_once(ix)
     sync_once(ix)
-    assert ix.state.session("main").persona == "zeta" and ix.state.session("main").visibility == "private"
-    assert copy not in ix.sinks[0].paths("atlas")
+    assert copy not in ix.sinks[0].paths("atlas")  # control: hidden while main stays in atlas
     assert secret in ix.state.scope_facts("atlas", "other").hidden_turns
+    writer.execute("UPDATE sessions SET persona_id = 'zeta' WHERE label = 'main'")
+    sync_once(ix)
+    sync_once(ix)
+    writer.turn("other", user="later activity", assistant="ok")  # ledger moves: private turns re-read
+    sync_once(ix)
+    assert ix.state.session("main").visibility == "private"
+    assert secret in ix.state.scope_facts("atlas", "other").hidden_turns, "searchable by 'other'"
+    assert copy not in ix.sinks[0].paths("atlas"), "re-exported to QMD"

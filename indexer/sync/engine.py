@@ -195,6 +195,8 @@ def _refresh_registry(ix: Indexer, reader: LedgerReader, persona: str, sessions:
             # what the old persona kept of a session that moved (pending, bad and empty turns) goes too:
             # revisited there, it would be built as the old persona's
             ix.state.forget_sessions(persona, moved_out)
+            for label, other in unsynced.items():  # its record of own turns goes with its row, at once
+                ix.state.private.move(label, persona, other)
             for label, other in arrived.items():
                 ix.state.forget_sessions(other, [label])
                 ix.state.private.move(label, other, persona)
