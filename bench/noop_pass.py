@@ -35,7 +35,6 @@ import json
 import os
 import random
 import shutil
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -95,10 +94,7 @@ BUILD_CHILD = CHILD.split("wall, cpu = [], []")[0] + r"""
 s = sync_once(ix)
 assert s.personas["bench"].documents_written > 0, s
 for sink in ix.sinks:
-    try:
-        sink.maintain(force=True)
-    except TypeError:  # an older sink: maintain() without options
-        sink.maintain()
+    sink.maintain(force=True)
 ix.close()
 print(json.dumps({"written": s.personas["bench"].documents_written}))
 """

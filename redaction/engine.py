@@ -449,7 +449,7 @@ class Recurring:
 
 
 def _with_repeats(text: str, segments: list[tuple[int, int, str, int]],
-                  searches: dict[frozenset[str], KnownSecrets] | None = None) -> list[tuple[int, int, str, int]]:
+                  searches: dict[frozenset[str], KnownSecrets]) -> list[tuple[int, int, str, int]]:
     """Segments plus every other occurrence of each found secret value.
 
     A found value becomes a literal mask for the whole text, like a known
@@ -462,11 +462,9 @@ def _with_repeats(text: str, segments: list[tuple[int, int, str, int]],
     if not values:
         return segments
     key = frozenset(values)
-    known = searches.get(key) if searches is not None else None
+    known = searches.get(key)
     if known is None:
-        known = KnownSecrets(values, min_length=MIN_REPEAT_LENGTH)
-        if searches is not None:
-            searches[key] = known
+        known = searches[key] = KnownSecrets(values, min_length=MIN_REPEAT_LENGTH)
     cands = [(s, e, rule, keep, _PRIO_KEPT, 0) for s, e, rule, keep in segments]
     extra = False
     starts = [cs for cs, _ce, _r, _k in segments]  # sorted, not overlapping: one lookup an occurrence

@@ -44,7 +44,7 @@ _DROP_RUN_RE = re.compile(r"(?:\x1b\[[0-?]{0,32}[ -/]{0,4}[@-~]|\x1b\][0-9]{0,4}
 # Unicode dashes are left as they are in the folded copy: folded to "-", an em dash in prose before
 # a token ("here it is—sk-proj-…") glued it to the word before, and rules that refuse a "-" before a
 # token missed it. A token whose own hyphens are Unicode dashes ("sk‑proj‑…" with U+2011) is found
-# by a second scan of the copy with every dash read as "-" (:func:`dashed`); the two are united.
+# by more scans of the copy, its dashes read otherwise (:func:`dash_readings`); all are united.
 #: Unicode hyphens and dashes (every Pd character but "-", and the minus sign), read as "-" or as a
 #: space by the extra scans (:func:`dash_readings`).
 DASHES = "".join(chr(c) for c in range(0x80, 0x110000) if unicodedata.category(chr(c)) == "Pd") + "\u2212"

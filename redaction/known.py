@@ -51,18 +51,6 @@ class RedactionTooCostly(ValueError):
     message names sizes only, never the text."""
 
 
-def _runs(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Overlapping spans (sorted by start) joined into runs; a run of one span is that span."""
-    out: list[tuple[int, int]] = []
-    for s, e in spans:
-        if out and s < out[-1][1]:
-            if e > out[-1][1]:
-                out[-1] = (out[-1][0], e)
-        else:
-            out.append((s, e))
-    return out
-
-
 def _needle_runs(text: str, needle: str) -> list[tuple[int, int]]:
     """The occurrences of ``needle`` in ``text`` joined where they overlap (a value repeating
     itself, "abab…" in "abababab…"), without listing each one: from an occurrence, the last one
@@ -133,8 +121,8 @@ class _ChunkTrie:
             if steps > budget:
                 raise RedactionTooCostly(
                     f"the search for {self.count:,} forms of secret values (each value, its encodings and "
-                    f"normal forms) in a text of {len(text):,} characters passed {budget:,} steps; the text is not indexed (split the message, or "
-                    f"list its secrets in the known-secrets file)")
+                    f"normal forms) in a text of {len(text):,} characters passed {budget:,} steps; the text "
+                    f"is not indexed (split the message, or list its secrets in the known-secrets file)")
             if best < 0:
                 continue
             if i < run_e:

@@ -43,8 +43,9 @@ __all__ = ["REDACTION_VERSION", "TokenRule", "Detector", "TOKEN_RULES", "DETECTO
 # prefixes, values on the next line, stated credentials, Heroku/Notion formats.
 # 1.4.1: a token glued to a non-ASCII letter, escaped quotes in values, OSC text scanned, stated
 # credentials must read as generated. 1.4.2: one-case hex stated as a credential is one unless a short
-# lowercase id (an abbreviated commit) or 0x…. 1.4.3: a second scan reads Unicode dashes as "-" (a
-# token written with Unicode hyphens); overlapping occurrences of found values masked as one run; a
+# lowercase id (an abbreviated commit) or 0x…. 1.4.3: more scans read Unicode dashes as "-" and prose
+# dashes as spaces (a token written with Unicode hyphens); a vendor prefix joined to a word by "-" or
+# "_"; uppercase 0x… stated as a key; overlapping occurrences of found values masked as one run; a
 # text that makes the search for repeats too slow is refused (RedactionTooCostly: a bad row).
 REDACTION_VERSION = "1.4.3"
 

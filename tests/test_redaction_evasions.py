@@ -19,7 +19,6 @@ import pytest
 from indexer.core.documents import turn_text
 from ledger.rows import MessageRow
 from redaction import redact
-from redaction.known import _runs
 
 GH = "ghp_9aF3kLm2Qx7Rt5Vb1Nz8Wc4Yd6Hj0PsUeGiO"
 SK = "sk-proj-Xy7Gh3Kd9Lm2Np5Qr8St1Uv4Wx6Za0Bc3De5Fg7Hj9Kl"
@@ -49,6 +48,18 @@ def assert_masked(text: str, secret: str) -> str:
 
 def assert_unchanged(text: str) -> None:
     assert redact(text).text == text
+
+
+def _runs(spans) -> list[tuple[int, int]]:
+    """Overlapping spans (sorted by start) joined into runs: the characters they cover, compared
+    between the search and every occurrence found the slow way."""
+    out: list[tuple[int, int]] = []
+    for s, e in spans:
+        if out and s < out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        else:
+            out.append((s, e))
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -598,7 +609,7 @@ def test_the_repeat_search_of_one_value_set_is_built_once_per_redact(monkeypatch
     first = engine._with_repeats(text, segments, searches)
     second = engine._with_repeats(text, segments, searches)
     assert first == second and len(first) > len(segments) and len(builds) == 1
-    engine._with_repeats(text, segments)  # no memo given: a search of its own
+    engine._with_repeats(text, segments, {})  # another redact's memo: a search of its own
     assert len(builds) == 2
 
 

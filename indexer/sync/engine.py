@@ -168,15 +168,15 @@ def _refresh_registry(ix: Indexer, reader: LedgerReader, persona: str, sessions:
     deleted = {label for label, _, status in rows if status == "deleted"}
     revived = sorted(s.label for s in sessions if known.get(s.label) == "deleted" and s.status != "deleted")
     to_build: list[str] = []
+    first_seen = {s.label for s in sessions if s.label not in known and s.status != "deleted"}
     if tail_from is not None:
-        first_seen = {s.label for s in sessions if s.label not in known and s.status != "deleted"}
         if first_seen:  # those with history rows after the cursor are the history loop's to build
             with reader.snapshot():
                 first_seen -= {s.label for s in reader.sessions(history_range=(tail_from, summary.head),
                                                                 persona=persona)}
         to_build = sorted(set(revived) | first_seen | ix.state.sessions_to_build(persona))
     elif rebuilding:  # cleared at the rebuild's switch; built by the next tail if it never gets there
-        to_build = sorted(set(revived) | {s.label for s in sessions if s.label not in known and s.status != "deleted"})
+        to_build = sorted(set(revived) | first_seen)
     left = {label: ix.state.paths(persona, session=label) for label in moved_out}
     purge: dict[str, set[str]] = {persona: set().union(*left.values())}
     for label in deleted:
