@@ -4,6 +4,13 @@
 a busy timeout for the moments the writer checkpoints, ``query_only`` as a
 second guard, and text decoded leniently so one row of invalid UTF-8 cannot
 stop a sync.
+
+SQLite keeps whatever a writer binds, whatever the declared type: a label bound
+as bytes is a BLOB in a TEXT column. Every row read through this connection
+passes :func:`text_row`, so a text column is a ``str`` (or None) in every query,
+including ones written later; only the integer columns (judged by the reader,
+which names a wrong value as a bad row) and expressions aliased ``raw_…``
+(byte heads cut on a UTF-8 boundary, digests of the stored bytes) keep bytes.
 """
 
 from __future__ import annotations
@@ -25,9 +32,28 @@ def _lenient_text(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
 
+#: Columns the schema declares INTEGER (their values are judged, not converted, by the reader).
+INTEGER_COLUMNS = frozenset({"created_at", "updated_at", "started_at", "completed_at", "sequence", "changed_at"})
+#: An expression aliased with this prefix is read as stored (bytes stay bytes).
+RAW = "raw_"
+
+
+def text_row(cursor: sqlite3.Cursor, row: tuple) -> tuple:
+    """The connection's row factory: a BLOB in any column but the integer ones and ``raw_…``
+    expressions is decoded as the connection decodes text (invalid UTF-8 replaced)."""
+    if not any(type(value) is bytes for value in row):
+        return row  # nearly every row: no per-column work
+    names = cursor.description
+    return tuple(
+        _lenient_text(value) if type(value) is bytes and names[i][0] not in INTEGER_COLUMNS
+        and not names[i][0].startswith(RAW) else value
+        for i, value in enumerate(row))
+
+
 class _ReadOnlySqlite(SqliteDatabase):
     def _add_conn_hooks(self, conn: sqlite3.Connection) -> None:
         conn.text_factory = _lenient_text
+        conn.row_factory = text_row
         super()._add_conn_hooks(conn)
 
 

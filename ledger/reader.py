@@ -14,10 +14,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from peewee import Case, Cast, SqliteDatabase, fn
+from peewee import Case, Cast, SqliteDatabase, Value, fn
 
 from ledger.models import BoundModels
-from ledger.connection import open_ledger
+from ledger.connection import RAW, open_ledger
 from ledger.rows import (
     CompactionRow,
     HistoryRow,
@@ -54,13 +54,12 @@ def row_digest(key) -> str | None:
     message's first and last bytes, which the state DB must never store."""
     if key is None:
         return None
-    return hashlib.sha256(_text_of(key).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return hashlib.sha256(str(key).encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def _text_of(value):
-    """A text column's value; a BLOB stored in it is decoded as the connection decodes text
-    (invalid UTF-8 replaced), so a label or id is always a ``str``."""
-    return value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else value
+def _raw(column, name: str):
+    """``column`` read as stored (bytes stay bytes: ``ledger.connection.text_row``)."""
+    return column.alias(RAW + name)
 
 
 def _wrong(column: str, value) -> str:
@@ -72,6 +71,13 @@ def _wrong(column: str, value) -> str:
     else:
         what = f"a {type(value).__name__}"
     return f"{column} is not an integer ({what})"
+
+
+def _stored_forms(texts: Iterable[str]) -> list:
+    """Each text as SQL compares it to a stored value: as text, and as the BLOB of its UTF-8 bytes
+    (a runtime that binds bytes stores a BLOB, which equals no text). Both forms use the index."""
+    texts = list(texts)
+    return texts + [Value(t.encode("utf-8", "surrogatepass"), converter=False) for t in texts]
 
 
 def _chunks(ids: Sequence[str], size: int = IN_LIMIT) -> Iterator[list[str]]:
@@ -110,7 +116,9 @@ class LedgerReader:
         """A fingerprint of the ledger's first history row: it changes when the
         file is replaced by another ledger, even one with a longer history."""
         h = self.m.SessionHistory
-        row = h.select(h.id, h.session_label, h.thread_id, h.changed_at).order_by(h.id).limit(1).tuples().first()
+        # as stored: a label bound as bytes keeps the fingerprint it always had
+        row = (h.select(h.id, _raw(h.session_label, "label"), _raw(h.thread_id, "thread"), h.changed_at)
+               .order_by(h.id).limit(1).tuples().first())
         if row is None:
             return None
         return hashlib.sha256(repr(tuple(row)).encode("utf-8", "surrogatepass")).hexdigest()[:24]
@@ -119,7 +127,8 @@ class LedgerReader:
         """A digest of the history row ``row_id`` (None if there is none): if it
         changes, rows at or below that id were deleted and the id reused."""
         h = self.m.SessionHistory
-        row = (h.select(h.session_label, h.thread_id, h.changed_at).where(h.id == row_id).tuples().first())
+        row = (h.select(_raw(h.session_label, "label"), _raw(h.thread_id, "thread"), h.changed_at)
+               .where(h.id == row_id).tuples().first())
         if row is None:
             return None
         return hashlib.sha256(repr(tuple(row)).encode("utf-8", "surrogatepass")).hexdigest()[:24]
@@ -135,7 +144,7 @@ class LedgerReader:
                 self.m.Session.persona_id == persona
             )
         query = query.where((h.id > cursor) & (h.id <= upto)).order_by(h.id).limit(limit)
-        return [HistoryRow(int(i), _text_of(lbl), _text_of(tid), _lenient_int(ts)) for i, lbl, tid, ts in query.tuples()]
+        return [HistoryRow(int(i), lbl, tid, _lenient_int(ts)) for i, lbl, tid, ts in query.tuples()]
 
     #: what tells a ``messages`` row apart beyond its id: a row deleted and written anew at the same rowid
     #: under the same id, or edited in place, differs in its time, length or ends. It holds bytes of the
@@ -152,13 +161,13 @@ class LedgerReader:
             row = self.db.execute_sql(f"SELECT rowid, id, {self._ROW_KEY} FROM messages ORDER BY rowid DESC "
                                       "LIMIT 1 OFFSET ?", (offset,)).fetchone()
             if row is not None:
-                out.append((int(row[0]), _text_of(row[1]), row_digest(row[2])))
+                out.append((int(row[0]), row[1], row_digest(row[2])))
         return list(dict.fromkeys(out)) or [(0, None, None)]
 
     def message_at(self, rowid: int) -> tuple[str | None, str | None]:
         """(id, key) of the ``messages`` row at ``rowid`` ((None, None): none there)."""
         row = self.db.execute_sql(f"SELECT id, {self._ROW_KEY} FROM messages WHERE rowid = ?", (rowid,)).fetchone()
-        return (_text_of(row[0]), row_digest(row[1])) if row else (None, None)
+        return (row[0], row_digest(row[1])) if row else (None, None)
 
     def late_messages(self, after: int, upto: int) -> set[str]:
         """The turns of the user/assistant messages at rowids ``after < rowid <= upto``: a rowid range
@@ -166,7 +175,7 @@ class LedgerReader:
         rows = self.db.execute_sql(
             "SELECT DISTINCT turn_id FROM messages WHERE rowid > ? AND rowid <= ? AND role IN ('user', 'assistant')",
             (after, upto)).fetchall()
-        return {_text_of(turn) for (turn,) in rows}
+        return {turn for (turn,) in rows}
 
     # -- sessions, threads, turns -------------------------------------------
 
@@ -185,16 +194,17 @@ class LedgerReader:
         holding one are also compared as read back, over the persona's sessions."""
         s = self.m.Session
         fields = (s.label, s.thread_id, s.persona_id, s.status, s.created_at, s.updated_at)
+        named = s.label.is_null(False)  # a TEXT primary key admits NULL: a session no row can name
         out: list[SessionRow] = []
         if history_range is not None:
             h = self.m.SessionHistory
             moved = h.select(h.session_label).where((h.id > history_range[0]) & (h.id <= history_range[1]))
-            q = s.select(*fields).where(s.label.in_(moved))
+            q = s.select(*fields).where(s.label.in_(moved) & named)
             if persona is not None:
                 q = q.where(s.persona_id == persona)
             batches = [q.order_by(s.label)]
         elif labels is None:
-            q = s.select(*fields)
+            q = s.select(*fields).where(named)
             if persona is not None:
                 q = q.where(s.persona_id == persona)
             batches = [q.order_by(s.label)]
@@ -202,27 +212,27 @@ class LedgerReader:
             batches = []
             wanted = set(labels)
             for part in _chunks(sorted(wanted)):
-                q = s.select(*fields).where(s.label.in_(part))
+                q = s.select(*fields).where(s.label.in_(_stored_forms(part)))
                 if persona is not None:
                     q = q.where(s.persona_id == persona)
                 batches.append(q)
             if any("\ufffd" in label for label in wanted):
                 # read back from bytes that are not UTF-8: no stored value equals it; compare read back
-                q = s.select(*fields)
+                q = s.select(*fields).where(named)
                 batches.append(q.where(s.persona_id == persona) if persona is not None else q)
         seen: set[tuple] = set()
         for q in batches:
             for row in q.tuples():
                 label, thread_id, persona_id, status, created, updated = row
-                if labels is not None and (_text_of(label) not in wanted or row in seen):
+                if labels is not None and (label not in wanted or row in seen):
                     continue
                 seen.add(row)
                 out.append(
                     SessionRow(
-                        label=_text_of(label),
-                        thread_id=_text_of(thread_id),
-                        persona=_text_of(persona_id),
-                        status=_text_of(status) or "active",
+                        label=label,
+                        thread_id=thread_id,
+                        persona=persona_id,
+                        status=status or "active",
                         created_at=_lenient_int(created),
                         updated_at=_lenient_int(updated),
                     )
@@ -240,7 +250,7 @@ class LedgerReader:
             " WHEN json_valid(t.ancestry) AND json_type(t.ancestry) = 'array'"
             " THEN max(1, (SELECT count(DISTINCT j.value) FROM json_each(t.ancestry) AS j)) ELSE 0 END"
             " FROM sessions AS s JOIN threads AS t ON t.turn_id = s.thread_id"
-            " WHERE s.persona_id = ? AND s.status IS NOT 'deleted'"
+            " WHERE s.persona_id = ? AND s.status IS NOT 'deleted' AND s.label IS NOT NULL"
         )
         params: list = [persona]
         if history_range is not None:
@@ -278,7 +288,8 @@ class LedgerReader:
     def history_heads(self, label: str) -> list[str]:
         """Every turn a ``session_history`` row of session ``label`` pointed it at (its heads over time)."""
         h = self.m.SessionHistory
-        return sorted({_text_of(t) for (t,) in h.select(h.thread_id).where(h.session_label == label).tuples()})
+        q = h.select(h.thread_id).where(h.session_label.in_(_stored_forms([label])))
+        return sorted({t for (t,) in q.tuples()})
 
     def _chain_rows(self, turn_id: str, limit: int = 100_000) -> list[tuple[str, str | None]]:
         """(id, parent) of every turn up the parents from ``turn_id``, each once (UNION: a cycle ends
@@ -288,7 +299,7 @@ class LedgerReader:
             " SELECT id, parent_turn_id FROM turns WHERE id = ?"
             " UNION SELECT t.id, t.parent_turn_id FROM turns t JOIN chain c ON t.id = c.parent)"
             " SELECT id, parent FROM chain LIMIT ?", (turn_id, limit + 1)).fetchall()
-        return [(_text_of(i), _text_of(p)) for i, p in rows]
+        return [(i, p) for i, p in rows]
 
     def turns(self, turn_ids: Iterable[str]) -> dict[str, TurnRow]:
         out: dict[str, TurnRow] = {}
@@ -299,7 +310,7 @@ class LedgerReader:
                 t.completed_at, t.model, t.provider,
             ).where(t.id.in_(part))
             for row in q.tuples():
-                tid, parent, ttype, status, started, completed, model, provider = (_text_of(v) for v in row)
+                tid, parent, ttype, status, started, completed, model, provider = row
                 problem = None
                 if started is not None and _integer(started) is None:
                     problem = _wrong("turns.started_at", started)
@@ -337,7 +348,7 @@ class LedgerReader:
             for mid, tid, role, content, size, seq in q.tuples():
                 text, cut = self._text(content, size)
                 problem = _wrong("messages.sequence", seq) if seq is not None and _integer(seq) is None else None
-                out[tid].append(MessageRow(_text_of(mid), _text_of(tid), role, text,
+                out[tid].append(MessageRow(mid, tid, role, text,
                                            int(size) if size is not None else None, _integer(seq) or 0, cut, problem))
         return dict(out)
 
@@ -348,7 +359,7 @@ class LedgerReader:
         to cut on a character boundary)."""
         size = fn.length(Cast(column, "BLOB"))
         head = fn.substr(Cast(column, "BLOB"), 1, self.max_message_bytes + 3)
-        return size, Case(None, [(size > self.max_message_bytes, head)], column)
+        return size, _raw(Case(None, [(size > self.max_message_bytes, head)], column), "text")
 
     def _text(self, content, size) -> tuple[str | None, int]:
         if not isinstance(content, (bytes, bytearray)):
@@ -373,7 +384,7 @@ class LedgerReader:
 
         def text_digest(column):
             blob = Cast(column, "BLOB")
-            return (fn.length(blob), fn.substr(blob, 1, 64), fn.substr(blob, -64))
+            return (fn.length(blob), _raw(fn.substr(blob, 1, 64), "head"), _raw(fn.substr(blob, -64), "tail"))
 
         for part in _chunks(ids):
             for row in th.select(th.turn_id, *text_digest(th.ancestry)).where(th.turn_id.in_(part)).tuples():
