@@ -257,7 +257,10 @@ class ScopePublisher:
 
 
 class PublishedScopes:
-    """A reader's view of the published scope state, re-read at most every ``refresh_s``."""
+    """A reader's view of the published scope state, re-read at most every ``refresh_s``.
+
+    This snapshot is the reader's only cache of the scope state: each re-read asks the store
+    for the latest ``_scopes`` version, so a query never sees a state older than ``refresh_s``."""
 
     def __init__(self, db, where: str, *, refresh_s: float) -> None:
         self._db = db
@@ -279,7 +282,15 @@ class PublishedScopes:
     def _read(self) -> ScopeSnapshot:
         try:
             if self._tbl is None:
-                self._tbl = _open(self._db, SCOPES_TABLE)
+                self._tbl = _open(self._db, SCOPES_TABLE)  # a fresh handle: the latest version
+            elif self.refresh_s > 0:
+                # The reader's connection re-checks versions every ``refresh`` on its own, and near
+                # the end of that interval hands out the old version while refreshing in the
+                # background: stacked on this snapshot's own ``refresh`` that made a reader up to
+                # ~2x ``refresh`` wider than the writer (issue 32). This read is already due, so
+                # ask for the latest version now: one version check per ``refresh``, one cache.
+                # (At 0 the connection checks at every read by itself.)
+                self._tbl.checkout_latest()
             if self._tbl is None:
                 raise ScopeStateUnavailable(
                     f"no scope state is published at {self.where}: the writer publishes it at the end of its first "
