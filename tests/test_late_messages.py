@@ -444,3 +444,36 @@ def test_a_mark_of_an_earlier_layout_that_cannot_be_read_is_dropped(writer, ix):
     sync_once(ix)
     assert ix.state.get_json(LATE_MARK_KEY, "bob") is None
     assert ix.late_marks_converted is True
+
+
+@pytest.mark.parametrize("how", ["status deleted", "row removed"])
+def test_a_streaming_turn_of_a_session_deleted_before_it_completes_leaves_the_pending_list(how, writer, ix):
+    """The campaign's case: the session of a streaming turn is deleted before the turn completes.
+    Nothing is left to revisit: the pending list (status counts it on every pass; a caught-up
+    check waits for it) drops the turn, and the turn never reaches the index when it completes."""
+    turn = writer.turn("doomed", user="a question still streaming", assistant=None, status="streaming")
+    sync_once(ix)
+    assert ix.state.pending("atlas") == [("doomed", turn)]
+    if how == "status deleted":
+        writer.set_session_status("doomed", "deleted")
+    else:
+        writer.execute("DELETE FROM session_history WHERE session_label = 'doomed'")
+        writer.execute("DELETE FROM sessions WHERE label = 'doomed'")
+    summary = sync_once(ix)
+    assert ix.state.pending("atlas") == [] and summary.personas["atlas"].pending_turns == 0
+    writer.complete(turn, assistant="an answer for a deleted session")
+    sync_once(ix)
+    assert ix.state.pending("atlas") == []
+    assert not any(turn in p for p in ix.sinks[0].paths("atlas"))
+
+
+def test_a_rebuild_replaces_the_pending_list_with_what_it_found(writer, ix):
+    """A pending turn an earlier version left behind (its session deleted) is not carried by a
+    forced rebuild: the rebuild's list is the one the ledger gives now."""
+    turn = writer.turn("doomed", user="a question still streaming", assistant=None, status="streaming")
+    live = writer.turn("main", user="another question streaming", assistant=None, status="streaming")
+    sync_once(ix)
+    assert sorted(ix.state.pending("atlas")) == sorted([("doomed", turn), ("main", live)])
+    writer.set_session_status("doomed", "deleted")
+    sync_once(ix, force=True)
+    assert ix.state.pending("atlas") == [("main", live)]

@@ -187,7 +187,9 @@ def _refresh_registry(ix: Indexer, reader: LedgerReader, persona: str, sessions:
         if paths:
             for sink in ix.sinks:
                 sink.delete(owner, paths)
-    if changed or any(purge.values()) or moved_out or arrived:
+    # a turn still streaming when its session was deleted: nothing is left to revisit
+    orphaned = [(s, t) for s, t in ix.state.pending(persona) if s in deleted]
+    if changed or any(purge.values()) or moved_out or arrived or orphaned:
         with ix.state.atomic():
             ix.state.register_sessions(changed)
             for owner, paths in purge.items():
@@ -201,6 +203,7 @@ def _refresh_registry(ix: Indexer, reader: LedgerReader, persona: str, sessions:
                 ix.state.forget_sessions(other, [label])
                 ix.state.private.move(label, other, persona)
             ix.state.add_sessions_to_build(persona, to_build)  # cleared once built
+            ix.state.clear_pending(persona, orphaned)
     summary.documents_deleted += sum(map(len, purge.values()))
     for label, _, status in changed:
         # A status change is news; a session seen for the first time is not.
@@ -211,6 +214,8 @@ def _refresh_registry(ix: Indexer, reader: LedgerReader, persona: str, sessions:
             log.info("session.left", persona=persona, session=label, to=other, documents_removed=len(left[label]))
     for label, other in sorted(arrived.items()):  # logged once, by the persona that takes it over
         log.info("session.moved", persona=persona, session=label, was=other)
+    if orphaned:
+        log.info("pending.dropped", persona=persona, reason="session_deleted", turns=len(orphaned))
     return RegistryChanges(deleted, revived, sorted(arrived), to_build)
 
 
@@ -492,6 +497,7 @@ def _record_rebuild(ix: Indexer, persona: str, summary: PersonaSummary, docs: li
         record_truncations(ix, persona, docs, fresh=True)
         summary.documents_skipped_bad += ix.state.record_bad(
             persona, [(s.session, s.turn_id or "", s.reason.value, s.detail) for s in skips], fingerprints)
+        ix.state.clear_pending(persona, ix.state.pending(persona))  # what the ledger gives now, only
         ix.state.set_pending(persona, pending)
         ix.state.set_cursor(persona, summary.head)
         ix.state.set_build_identity(persona, ix.build_identity)
