@@ -25,6 +25,7 @@ from exporters.qmd.files import (
     _strip_header,
 )
 from exporters.qmd.rebuild import QmdRebuild
+from exporters.qmd.staging import StagingFolders
 from exporters.qmd.update import (
     UpdateResult,
     run_command,
@@ -60,12 +61,14 @@ class QmdExporter:
         self.last_update: UpdateResult | None = None
         self._warned_hidden: set[str] = set()
         self.swept_tmp_files = self._sweep_tmp_files()
+        self.staging = StagingFolders(self.export_dir, self.log)
+        self.swept_staging = self.staging.sweep(why="left by a killed rebuild")
 
     def _sweep_tmp_files(self) -> int:
         """Remove ``.<name>.<hex>.tmp`` files a killed write left behind.
 
         The sink has one writer (the index lock), so at open no temp file is
-        in use. Staging folders of a crashed rebuild are the rebuild's to clean.
+        in use. Staging folders of a crashed rebuild: :class:`StagingFolders`.
         """
         if not self.export_dir.is_dir():
             return 0
@@ -219,8 +222,9 @@ class QmdExporter:
         return None if base.is_dir() else f"qmd: the export folder {base} is gone"
 
     def maintain(self, *, force: bool = False) -> dict[str, Any]:
-        """Temp files of killed writes (also swept at open)."""
-        return {"tmp_removed": self._sweep_tmp_files()}
+        """Temp files of killed writes and staging folders of killed rebuilds (both also swept at open)."""
+        return {"tmp_removed": self._sweep_tmp_files(),
+                "staging_removed": self.staging.sweep(why="left by a killed rebuild")}
 
     def stats(self, persona: str) -> dict[str, Any]:
         return {"documents": len(self.paths(persona)), "chunks": None}

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from exporters.base import RebuildScope, SinkError
 from exporters.qmd.files import (
-    _STAGING_PREFIX,
     _exchange,
     _fsync_dir,
     _rmtree,
@@ -31,7 +29,8 @@ class QmdRebuild(RebuildScope):
     unavailable, renames leave the persona folder missing for microseconds) and
     then removes the old set. Readers and ``qmd update`` see the old set or the new set, never an empty or
     half-built one. :meth:`abort` (or an exception in a ``with`` block) removes
-    the staging folder and leaves the live set untouched.
+    the staging folder and leaves the live set untouched. A folder a killed
+    rebuild left is swept by the exporter (:class:`exporters.qmd.staging.StagingFolders`).
 
     The staging folder must hold the persona's *whole* new set (sessions and
     memory): whatever is not upserted here is gone after commit.
@@ -41,23 +40,9 @@ class QmdRebuild(RebuildScope):
         self._exp = exporter
         self._persona = persona
         self._live = exporter.persona_dir(persona)
-        self._clean_leftovers()
-        self._staging = exporter.export_dir / f"{_STAGING_PREFIX}{self._live.name}-{secrets.token_hex(4)}"
+        self._staging = exporter.staging.new(self._live.name)
         self._written: set[str] = set()
         self._state = "open"
-
-    def _clean_leftovers(self) -> None:
-        # Staging folders of this persona left by a crash (single writer: none is live).
-        prefix = f"{_STAGING_PREFIX}{self._live.name}-"
-        try:
-            entries = list(self._exp.export_dir.iterdir())
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            raise _sink_error("list", self._exp.export_dir, exc) from exc
-        for entry in entries:
-            if entry.name.startswith(prefix) and len(entry.name) == len(prefix) + 8:
-                _rmtree(entry)
 
     @property
     def written(self) -> frozenset[str]:
@@ -81,14 +66,17 @@ class QmdRebuild(RebuildScope):
                 self._staging.mkdir()  # empty new set
             if self._live.exists():
                 if not _exchange(self._staging, self._live):
-                    old = exp.export_dir / f"{_STAGING_PREFIX}{self._live.name}-{secrets.token_hex(4)}"
-                    os.rename(self._live, old)
+                    old = exp.staging.new(self._live.name)
                     try:
-                        os.rename(self._staging, self._live)
-                    except OSError:
-                        os.rename(old, self._live)  # put the live set back
-                        raise
-                    os.rename(old, self._staging)
+                        os.rename(self._live, old)
+                        try:
+                            os.rename(self._staging, self._live)
+                        except OSError:
+                            os.rename(old, self._live)  # put the live set back
+                            raise
+                        os.rename(old, self._staging)
+                    finally:
+                        exp.staging.done(old)
             else:
                 os.rename(self._staging, self._live)
             _fsync_dir(exp.export_dir)
@@ -98,12 +86,14 @@ class QmdRebuild(RebuildScope):
         self._state = "committed"
         exp._dirty = True
         _rmtree(self._staging)  # now holds the old set (if any); the live folder stays, even empty
+        exp.staging.done(self._staging)
 
     def abort(self) -> None:
         if self._state not in ("open", "failed"):
             return  # committed (or already aborted): nothing to undo
         self._state = "aborted"
         _rmtree(self._staging)
+        self._exp.staging.done(self._staging)
 
     def _require_open(self) -> None:
         if self._state != "open":
