@@ -37,9 +37,13 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from indexer.embedding import native_memory
 
-__all__ = ["Metrics", "CONTENT_TYPE"]
+__all__ = ["CLIENT_CLOSED_REQUEST", "CONTENT_TYPE", "Metrics"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+#: ``status`` of a request whose client closed the connection before any answer (nginx's "client
+#: closed request"): the client's doing, kept out of the 5xx an alert watches.
+CLIENT_CLOSED_REQUEST = 499
 
 # Syncs: a tail batch is ~10 ms .. seconds; a backfill of a big persona is minutes.
 _SYNC_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 1800)
@@ -107,7 +111,8 @@ class Metrics:
                                         "memory_search latency, by search mode.", ["mode"],
                                         buckets=_QUERY_BUCKETS, registry=r)
         self.http_requests = Counter("ledger_indexer_http_requests",
-                                     "HTTP requests answered, by route template and status code.",
+                                     "HTTP requests, by route template and status code (499: the client "
+                                     "closed the connection before the answer).",
                                      ["route", "status"], registry=r)
         self.search_warnings = Counter("ledger_indexer_search_warnings",
                                        "memory_search answers that came with a warning (a stage failed), "

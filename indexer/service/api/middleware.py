@@ -6,16 +6,18 @@ import hmac
 import json
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
+from starlette.requests import ClientDisconnect
+from starlette.routing import Match
 
+from indexer.runtime.logs import should_log
 from indexer.service.api.models import ADMIN_DISABLED
-from indexer.service.metrics import Metrics
+from indexer.service.metrics import CLIENT_CLOSED_REQUEST, Metrics
 
 log = structlog.get_logger("indexer.api")
-
-
 
 
 async def _send_json(send: Callable, status: int, payload: dict, headers: list | None = None) -> None:
@@ -56,7 +58,7 @@ class BodyLimitMiddleware:
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                return  # the client left; nobody to answer
+                return  # the client left; nobody to answer (RequestLogMiddleware counts a 499)
             if message["type"] != "http.request":
                 continue
             chunk = message.get("body", b"") or b""
@@ -157,10 +159,15 @@ class AdminAuthMiddleware:
 
 
 class RequestLogMiddleware:
-    """Counts every answer in ``ledger_indexer_http_requests_total{route,status}`` and logs it at
+    """Counts every request in ``ledger_indexer_http_requests_total{route,status}`` and logs it at
     debug: method, route template (never the raw path or query string), status, duration.
     ``router``: the app's router, whose routes name the mounts and plain routes (see
-    :func:`_route_label`)."""
+    :func:`_route_label`).
+
+    A client that leaves before any answer (it sent headers and part of a body, then closed) is
+    counted as status 499, "client closed request" as nginx counts it, under the route it was
+    sent to, and logged as ``http.client_disconnected``: it is the client's doing, and a 5xx
+    alert must not fire on a flaky client. 500 stays for an app that failed to answer."""
 
     def __init__(self, app: Any, metrics: Metrics, router: Any = None) -> None:
         self.app = app
@@ -172,21 +179,64 @@ class RequestLogMiddleware:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        status = 500  # if the app raises before it starts a response
+        seen = _Exchange()
+
+        async def receive_wrapper() -> dict:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                seen.client_left = True
+            elif message["type"] == "http.request":
+                seen.body_bytes += len(message.get("body", b"") or b"")
+            return message
 
         async def send_wrapper(message: dict) -> None:
-            nonlocal status
             if message["type"] == "http.response.start":
-                status = message["status"]
+                seen.status = int(message["status"])
             await send(message)
 
+        failure: BaseException | None = None
         try:
-            await self.app(scope, receive, send_wrapper)
+            await self.app(scope, receive_wrapper, send_wrapper)
+        except BaseException as exc:
+            failure = exc
+            raise
         finally:
-            route = _route_label(scope, getattr(self.router, "routes", ()))
-            self.metrics.observe_request(route, status)
-            log.debug("api.request", method=scope.get("method"), route=route, status=status,
-                      duration_ms=round((time.perf_counter() - started) * 1000, 2))
+            self._record(scope, seen, failure, time.perf_counter() - started)
+
+    def _record(self, scope: dict, seen: _Exchange, failure: BaseException | None, seconds: float) -> None:
+        routes = getattr(self.router, "routes", ())
+        duration_ms = round(seconds * 1000, 2)
+        if seen.status is None and seen.client_left and (failure is None or isinstance(failure, ClientDisconnect)):
+            route = _route_label(scope, routes)
+            if route == UNMATCHED:  # routing never ran (the body was still being read): match it here
+                route = _matching_route(scope, routes)
+            self.metrics.observe_request(route, CLIENT_CLOSED_REQUEST)
+            if should_log(f"http.client_disconnected:{route}", 10.0):  # a client can repeat it at will
+                log.info("http.client_disconnected", method=scope.get("method"), route=route,
+                         status=CLIENT_CLOSED_REQUEST, received_bytes=seen.body_bytes,
+                         content_length=_declared_length(scope), duration_ms=duration_ms)
+            return
+        status = seen.status if seen.status is not None else 500  # the app raised before it answered
+        route = _route_label(scope, routes)
+        self.metrics.observe_request(route, status)
+        log.debug("api.request", method=scope.get("method"), route=route, status=status, duration_ms=duration_ms)
+
+
+@dataclass(slots=True)
+class _Exchange:
+    """What one request's client and app did, as the request log saw it."""
+
+    status: int | None = None  # of the answer, once the app started one
+    client_left: bool = False  # an http.disconnect was received
+    body_bytes: int = 0
+
+
+def _declared_length(scope: dict) -> int | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            text = value.decode("latin-1").strip()
+            return int(text) if text.isdigit() else None
+    return None
 
 
 UNMATCHED = "unmatched"
@@ -209,3 +259,16 @@ def _route_label(scope: dict, routes: Sequence[Any] = ()) -> str:
         if endpoint is getattr(route, "app", None) or endpoint is getattr(route, "endpoint", None):
             return route.path
     return UNMATCHED
+
+
+def _matching_route(scope: dict, routes: Sequence[Any]) -> str:
+    """The label of the route ``scope``'s path and method lead to, for a request routing never saw;
+    a route whose path matches but not its method is next best. Still a bounded set: route paths."""
+    partial = None
+    for route in routes:
+        match, _ = route.matches(scope)
+        if match is Match.FULL:
+            return route.path
+        if match is Match.PARTIAL and partial is None:
+            partial = route.path
+    return partial or UNMATCHED
