@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -103,14 +107,78 @@ class Stdio:
                 self.stderr = errlog.read()
 
     def events(self) -> list[dict]:
-        out = []
-        for line in self.stderr.splitlines():
-            if line.startswith("{"):
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError:
-                    pass
+        return stderr_events(self.stderr)
+
+
+class StdioLines:
+    """One ``ledger-indexer mcp`` process spoken to line by line, as a client the SDK did not write
+    may speak: any line goes in, each line the server writes back is read as it comes."""
+
+    def __init__(self, config: Path, persona: str) -> None:
+        self._errlog = tempfile.TemporaryFile("w+")
+        self.proc = subprocess.Popen([sys.executable, "-m", "indexer.cli", "--config", str(config), "--log-level",
+                                      "info", "mcp", "--persona", persona], cwd=ROOT, env=clean_env(),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._errlog)
+        self._lines: queue.Queue[bytes | None] = queue.Queue()
+        threading.Thread(target=self._read, name="mcp-stdout", daemon=True).start()
+        self.stderr = ""
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def send(self, line: str) -> None:
+        self.proc.stdin.write(line.encode("utf-8") + b"\n")
+        self.proc.stdin.flush()
+
+    def replies_until(self, request_id: int, timeout: float = 120) -> list[dict]:
+        """Every line written back until the answer to ``request_id`` (included)."""
+        out: list[dict] = []
+        deadline = time.monotonic() + timeout
+        while not out or out[-1].get("id") != request_id:
+            try:
+                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no answer to request {request_id}; got {out}") from None
+            assert line is not None, f"the server closed stdout; got {out}"
+            out.append(json.loads(line))
         return out
+
+    def close(self) -> None:
+        """Close stdin (the client leaves), wait for the server; its stderr is kept."""
+        if self.proc.stdin and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=60)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+            self._errlog.seek(0)
+            self.stderr = self._errlog.read()
+            self._errlog.close()
+
+    def __enter__(self) -> StdioLines:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def events(self) -> list[dict]:
+        return stderr_events(self.stderr)
+
+
+def stderr_events(stderr: str) -> list[dict]:
+    """The structured log events of a server's stderr (JSON lines; anything else skipped)."""
+    out = []
+    for line in stderr.splitlines():
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+    return out
 
 
 def run_http(url: str, token: str | None, script: Callable[[Any], Awaitable[T]]) -> T:

@@ -7,12 +7,13 @@ model): atlas's DM session is private, and a project holds ``main`` and
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
 
-from tests.mcp_helpers import (DM, ROOT, WORKER, Stdio, assert_answer, assert_refused, clean_env, cli, demo_config,
-                               first_path, persona_paths)
+from tests.mcp_helpers import (DM, ROOT, WORKER, Stdio, StdioLines, assert_answer, assert_refused, clean_env, cli,
+                               demo_config, first_path, persona_paths)
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -186,3 +187,26 @@ def test_without_an_index_a_call_says_what_to_do(tmp_path):
         return await s.call_tool("memory_search", {"query": "JWT"})
 
     assert_refused(server.run(script), "no index at", "ledger-indexer sync")
+
+
+def test_a_line_that_is_not_one_message_is_answered_and_the_server_reads_on(tmp_path):
+    """Malformed JSON and a batch array get the JSON-RPC error the HTTP transport gives the same body
+    (``-32700``; ``-32600``: MCP has no batches), with ``"id": null``; the next line is answered."""
+    config = demo_config(tmp_path)  # never synced: the protocol alone
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
+    with StdioLines(config, "atlas") as server:
+        server.send(json.dumps(init))
+        assert server.replies_until(1)[0]["result"]["serverInfo"]["name"] == "ledger-memory"
+        server.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        server.send('{"jsonrpc": "2.0", "id": 2, "method": "tools/list"')  # cut short
+        server.send(json.dumps([{"jsonrpc": "2.0", "id": 3, "method": "tools/list"}]))  # a batch
+        server.send("")  # a blank line is no message: no answer
+        server.send(json.dumps({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}))
+        parse_error, invalid, listed = server.replies_until(4)
+    assert parse_error == {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}
+    assert (invalid["id"], invalid["error"]["code"]) == (None, -32600)
+    assert invalid["error"]["message"].startswith("Invalid Request:") and "batches" in invalid["error"]["message"]
+    assert {tool["name"] for tool in listed["result"]["tools"]} == {"memory_search", "memory_get"}
+    rejected = [e for e in server.events() if e["event"] == "mcp.line_rejected"]
+    assert [(e["reason"], e["code"]) for e in rejected] == [("parse_error", -32700), ("invalid_request", -32600)]

@@ -241,6 +241,7 @@ def run_mcp(config: Config, *, persona: str, session: str | None, scope: str) ->
     if daemon is None:
         index.warm_in_background()  # overlaps the SDK's import and the client's handshake
     from indexer.service.mcp_server import build_server
+    from indexer.service.mcp_stdio import run_stdio
 
     door = StdioDoor(config, index)
     if daemon is not None:
@@ -248,7 +249,7 @@ def run_mcp(config: Config, *, persona: str, session: str | None, scope: str) ->
     server = build_server(door, lambda: principal)
     log.info("mcp.stdio_started", persona=principal.persona, max_scope=principal.max_scope.value, daemon=daemon)
     try:
-        server.run("stdio")
+        run_stdio(server)  # the SDK's stdio transport, answering every line it cannot read
     finally:
         door.close()
     log.info("mcp.stdio_stopped", persona=principal.persona)
