@@ -93,6 +93,24 @@ def test_a_rolled_back_write_leaves_the_facts_as_they_were(tmp_path: Path) -> No
     assert state.scope_facts("atlas", "s0") == before == fresh(state, "atlas", "s0")
 
 
+def test_long_labels_are_held_as_digests_and_still_answered_rightly(tmp_path: Path) -> None:
+    """A session label may be of any length (a door caps it only by its own body or line limit):
+    a client asking with many distinct long labels must not make the memo hold each of them."""
+    state = seeded(tmp_path / "state.sqlite")
+    member = "m" * 50_000
+    state.register_sessions([(member, "atlas", "active")])
+    state.project_add("p", [member])
+    callers = [member, *(f"{'x' * 50_000}{i}" for i in range(20)), "s0"]
+    for caller in callers:
+        assert state.scope_facts("atlas", caller) == fresh(state, "atlas", caller)
+    assert state.scope_facts("atlas", member).project_peers == frozenset({"s0", "s1", member})
+    keys = list(state._facts.entries)
+    assert len(keys) == len(callers)
+    assert sum(len(session) for _, session in keys) < 40 * len(callers)  # digests, not 50,000 characters each
+    seen = selects(state)
+    assert state.scope_facts("atlas", member) is state.scope_facts("atlas", member) and seen == []  # reused
+
+
 _OPS = st.lists(st.tuples(st.sampled_from(["private", "shared", "deleted", "active", "join", "leave", "ask"]),
                           st.sampled_from(["s0", "s1", "s2", "s3", "s4", "s5"]),
                           st.sampled_from(["mine", "other"])), min_size=1, max_size=30)

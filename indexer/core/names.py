@@ -15,14 +15,16 @@ class TextRule:
     here in the core so the CLI checks a name without loading the API."""
 
     what: str
-    max_length: int
+    max_length: int | None  # None: no cap of its own (the door's own limits bound it)
     nul: bool = False
 
     def describe(self) -> str:
-        return f"1 to {self.max_length} characters" + ("" if self.nul else ", no NUL")
+        length = "at least 1 character" if self.max_length is None else f"1 to {self.max_length} characters"
+        return length + ("" if self.nul else ", no NUL")
 
     def allows(self, value: str) -> bool:
-        return 0 < len(value) <= self.max_length and (self.nul or "\x00" not in value)
+        fits = self.max_length is None or len(value) <= self.max_length
+        return 0 < len(value) and fits and (self.nul or "\x00" not in value)
 
     def refusal(self, value: str) -> str | None:
         """None when ``value`` is allowed, else one line naming it (its first 40 characters) and the rule."""
@@ -33,10 +35,12 @@ class TextRule:
 
 
 PERSONA = TextRule("persona", 256)
-# A session label is any string of the ledger, NUL included (ARCHITECTURE.md "Document contract"):
-# the state DB, LanceDB filters (exporters.lancedb.sql_str), the QMD export (safe_segment) and the
-# logs take it as it is, so the API takes it too.
-LABEL = TextRule("session label", 1024, nul=True)
+# A session label is any string of the ledger, NUL included, of any length (ARCHITECTURE.md "Document
+# contract"): the state DB, LanceDB filters (exporters.lancedb.sql_str), the QMD export (safe_segment)
+# and the logs take it as it is, so every door takes it too — a cap here would leave a private session
+# with a longer label unable to search as itself. What bounds it is each door's own limit: the HTTP
+# body ([api] max_request_bytes, 413), the request line, the command line.
+LABEL = TextRule("session label", None, nul=True)
 PROJECT_NAME = TextRule("project name", 256)
 DOC_PATH = TextRule("path", 4096)
 

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from exporters.base import RankCacheStale
 from indexer.core import calibration, ranking, time_hints
+from indexer.core.names import LABEL
 from indexer.core.ranking import SHIPPED, Candidate, RankingSettings, keyword_score, vector_score
 from indexer.core.results import collapse, shown_candidates
 from indexer.core.scopes import Scope, ScopeError, ScopeFilter, resolve
@@ -81,7 +82,7 @@ class SearchRequest(BaseModel):
 
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     persona: str = Field(min_length=1, max_length=256)
-    session: str | None = Field(None, max_length=1024)
+    session: str | None = Field(None, max_length=LABEL.max_length)  # any label of the ledger
     scope: Scope = Scope.PERSONA
     sources: list[Literal["sessions", "memory"]] = Field(default_factory=lambda: ["sessions", "memory"],
                                                          min_length=1, max_length=2)

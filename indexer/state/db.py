@@ -8,6 +8,7 @@ migrations (``MIGRATIONS``), applied in order at open and recorded in
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -227,6 +228,15 @@ MIGRATIONS = [_migration_1, _migration_2, _migration_3, _migration_4, _migration
 
 #: Scope facts kept per thread between state changes ((persona, session) pairs).
 FACTS_MEMO_ENTRIES = 4096
+#: A caller's label longer than this is kept in the memo as its digest: a label may be of any length,
+#: and a client asking with thousands of distinct long ones must not make every thread's memo hold them.
+MEMO_LABEL_CHARS = 256
+
+
+def _memo_label(session: str | None) -> str | bytes | None:
+    if session is None or len(session) <= MEMO_LABEL_CHARS:
+        return session
+    return hashlib.sha256(session.encode("utf-8", "surrogatepass")).digest()
 
 
 def now_ms() -> int:
@@ -566,7 +576,7 @@ class StateDB:
             return self._read_facts(persona, session)
         with self.db.atomic():
             memo = self._current_memo()
-            key = (persona, session)
+            key = (persona, _memo_label(session))
             facts = memo.entries.get(key)
             if facts is None:
                 facts = self._read_facts(persona, session, memo.copies)
