@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from exporters.base import SinkError
+from exporters.lancedb.coverage import coverage, fold_due
 from exporters.lancedb.location import IndexLocation
 from exporters.lancedb.pointer import ACTIVE_FILE, _ActivePointer
 from exporters.lancedb.rebuild import LanceRebuild
@@ -103,6 +104,8 @@ class LanceSink:
         self._lock = threading.RLock()
         self._tables: dict[str, Any] = {}
         self._since_optimize: dict[str, int] = {}
+        #: live tables written since the last after_batch: (persona, table name)
+        self._written: set[tuple[str, str]] = set()
         self._building: set[str] = set()
         #: on object storage: the writer lease (one writer per index across machines) and the
         #: publisher of the scope state readers need; None on a local folder
@@ -329,6 +332,7 @@ class LanceSink:
         rows, paths = document_rows(persona, docs, self.embedder, self.chunk_settings)  # chunk + embed outside the lock: readers stay responsive
         with self._lock:
             tbl = self._live(persona, create=True)
+            self._written.add((persona, tbl.name))
             self._merge(tbl, rows, paths, persona)
 
     def delete(self, persona: str, paths: Iterable[str]) -> None:
@@ -361,7 +365,30 @@ class LanceSink:
         return LanceRebuild(self, persona)
 
     def after_batch(self) -> None:
-        return None
+        """At the end of a pass that wrote: fold new rows into the indexes of each live table written
+        when they are a large share of it (:mod:`exporters.lancedb.coverage`), and build its vector
+        index once it is big enough, so a writer with no maintenance schedule (the CLI) leaves
+        indexed tables. A tail pass of a few turns only reads index metadata. Never raises."""
+        with self._lock:
+            written, self._written = sorted(self._written), set()
+            for persona, name in written:
+                entry = self._active["personas"].get(persona)
+                if entry is None or entry.get("table") != name:
+                    continue  # swapped out by a rebuild (which folded its table before the switch)
+                started = time.perf_counter()
+                try:
+                    tbl = self._open(name)
+                    before = coverage(tbl)
+                    if not fold_due(before):
+                        continue
+                    self._optimize(tbl)
+                    built = self._maintain_vector_index(tbl, persona, entry)
+                except Exception as e:  # the data is intact; searched flat until maintenance folds it
+                    log.warning("lancedb: cannot fold new rows of %s into its indexes: %s", name, e)
+                    continue
+                log.info("lancedb: folded %d unindexed rows of %s (%d rows) into its indexes in %.2f s%s",
+                         before.unindexed, name, before.rows, time.perf_counter() - started,
+                         f"; vector index built ({built['reason']})" if built else "")
 
     def close(self) -> None:
         with self._lock:
