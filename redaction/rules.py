@@ -20,24 +20,23 @@ formats it lacks (GCP OAuth, Groq, xAI, Docker Hub, Supabase, ...).
 
 from __future__ import annotations
 
-import ast
-import hashlib
 import re
-from pathlib import Path
 from dataclasses import dataclass, field
 from collections.abc import Callable, Iterable
 
 from . import assignments, detectors, phrases
 from .entropy import shannon
 
-__all__ = ["REDACTION_VERSION", "TokenRule", "Detector", "TOKEN_RULES", "DETECTORS", "ruleset_fingerprint",
+__all__ = ["REDACTION_VERSION", "TokenRule", "Detector", "TOKEN_RULES", "DETECTORS",
            "MIN_TOKEN_LENGTH", "TOKEN_RUN_CHARS", "GLUED_PREFIXES"]
 
 # Bump on any change that alters output for some input; the index stores it
-# and reindexes when it changes. ruleset_fingerprint() catches forgotten bumps
-# in this package; the indexer's cross-document masking (indexer/sync/recurring.py,
-# secret_spread.py) is not fingerprinted: a change there that masks differently
-# needs a bump here. 1.3.0: values found in one turn masked in the session's others.
+# and reindexes when it changes (and only then: a refactor that masks the same
+# rebuilds nothing). tests/test_redaction_golden.py catches a forgotten bump: it
+# fails when the output for a fixed corpus changes while this version does not.
+# The indexer's cross-document masking (indexer/sync/recurring.py,
+# secret_spread.py) is outside that corpus: a change there that masks
+# differently needs a bump here too. 1.3.0: values found in one turn masked in the session's others.
 # 1.4.0: folded scan (Unicode spaces, invisible characters, full-width letters,
 # ANSI codes), markers and *** in the input shield nothing, glued vendor
 # prefixes, values on the next line, stated credentials, Heroku/Notion formats.
@@ -397,44 +396,6 @@ DETECTORS: tuple[Detector, ...] = (
              gates=("token", "key", "secret", "auth", "session", "signature", "password"),
              patterns=phrases.HEADER_PATTERNS),
 )
-
-
-def ruleset_fingerprint() -> str:
-    """Stable hash of every rule id, pattern and parameter, plus the version.
-
-    Store it next to REDACTION_VERSION: if it changes while the version did
-    not, someone changed the rules without bumping the version.
-    """
-    h = hashlib.sha256(REDACTION_VERSION.encode())
-    for r in TOKEN_RULES:
-        check = getattr(r.check, "__qualname__", "") if r.check else ""
-        h.update(repr((r.id, r.pattern, r.keep, r.entropy, r.gates, r.run_gates, r.left, check, r.allow,
-                       r.fillers)).encode())
-    for d in DETECTORS:
-        h.update(repr((d.id, d.find.__qualname__, d.gates, d.patterns, d.needs_run)).encode())
-    h.update(repr(sorted(assignments.VENDORS.items())).encode())
-    # Behaviour also lives in code (detector bodies, entropy checks, the
-    # engine's merging and masking): hash the package's source too, so an
-    # edit there changes the fingerprint even without a version bump.
-    for path in _code_files():
-        h.update(path.name.encode())
-        h.update(code_digest(path.read_text(encoding="utf-8")).encode())
-    return h.hexdigest()[:16]
-
-
-def code_digest(source: str) -> str:
-    """Digest of a module's syntax tree: code edits count, comments and layout do not."""
-    return hashlib.sha256(ast.dump(ast.parse(source)).encode()).hexdigest()
-
-
-def _code_files() -> list[Path]:
-    """The redaction package's Python sources that decide what is masked."""
-    here = Path(__file__).resolve().parent
-    return sorted(p for p in here.rglob("*.py") if p.name not in _NOT_BEHAVIOUR)
-
-
-# Files that do not change what is masked (the CLI's I/O, the package marker).
-_NOT_BEHAVIOUR = frozenset({"cli.py", "__init__.py"})
 
 
 def _validate() -> None:

@@ -19,7 +19,6 @@ from redaction import (
     Redacted,
     Redactor,
     redact,
-    ruleset_fingerprint,
 )
 from redaction.entropy import looks_like_password, looks_like_token, shannon
 from tests.redaction_corpus import GENERATORS, leaked
@@ -42,12 +41,6 @@ def test_result_types_are_frozen() -> None:
         r.text = "x"  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
         r.findings[0].rule = "x"  # type: ignore[misc]
-
-
-def test_fingerprint_is_stable_hex() -> None:
-    fp = ruleset_fingerprint()
-    assert re.fullmatch(r"[0-9a-f]{16}", fp)
-    assert fp == ruleset_fingerprint()
 
 
 def test_empty_and_clean_text() -> None:

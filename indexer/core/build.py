@@ -20,7 +20,7 @@ DOCUMENT_FORMAT_VERSION = "doc-v2"  # v2: model/provider redacted; a size cut dr
 @dataclass(frozen=True, slots=True)
 class BuildIdentity:
     document_format: str
-    redaction: str  # "<version>+<ruleset fingerprint>[+known:<digest>]"
+    redaction: str  # "<REDACTION_VERSION>[+known:<digest>]"
     max_message_bytes: int  # raising the cap re-admits text an earlier build truncated
     sinks: tuple[tuple[str, str], ...]  # (sink name, that sink's build key), in config order
 
