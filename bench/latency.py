@@ -157,7 +157,7 @@ def real_embedder(cache_dir: Path):
     """The real model (packaged MiniLM, as ``make_embedder`` loads it) with a bench-wide vector cache."""
     from indexer.runtime.config import load_config
     from indexer.embedding.factory import make_embedder
-    from indexer.embedding.embedder import CachedEmbedder
+    from indexer.embedding.cache import CachedEmbedder
 
     cache_dir.mkdir(parents=True, exist_ok=True)
     config = load_config(None, env={}, overrides={"index": {"dir": str(cache_dir)}})
@@ -480,7 +480,7 @@ def sync_throughput(real, lines: Sequence[str], n: int, reps: int) -> dict:
     import indexer.sync.writes as sync_mod  # write_in_parts sorts the documents it embeds
     from indexer.runtime.config import load_config
     from indexer.sync.context import Indexer, build_sinks
-    from indexer.embedding.embedder import CachedEmbedder
+    from indexer.embedding.cache import CachedEmbedder
     from indexer.sync.engine import sync_once
     from ledger.writer import LedgerWriter
 

@@ -321,7 +321,7 @@ def _build_index(samples: Sequence[dict], *, allow_no_redaction: bool, rebuild: 
     from indexer.runtime.config import load_config
     from indexer.sync.context import Indexer, build_sinks
     from indexer.embedding.factory import make_embedder
-    from indexer.embedding.embedder import CachedEmbedder
+    from indexer.embedding.cache import CachedEmbedder
     from indexer.sync.engine import sync_once
     from indexer.sync.progress import ProgressTotals
 

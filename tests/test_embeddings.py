@@ -11,9 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fake_embedder import FakeEmbedder
+from structlog.testing import capture_logs
 
 from indexer.embedding import model_files
-from indexer.embedding.embedder import CachedEmbedder, Embedder, FastEmbedder
+from indexer.embedding.cache import CachedEmbedder
+from indexer.embedding.embedder import Embedder, FastEmbedder
 
 
 @pytest.fixture(scope="module")
@@ -155,6 +157,72 @@ def test_corrupt_cache_file_is_replaced(tmp_path: Path) -> None:
     c.embed(["x"])
     assert c.entries() == 1
     assert any(p.name.startswith("c.sqlite.corrupt-") for p in tmp_path.iterdir())
+
+
+def aside_files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if ".corrupt-" in p.name)
+
+
+def test_only_the_newest_moved_aside_cache_is_kept(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    for stamp in (1000, 2000, 3000):  # an older version left one on every full disk
+        for suffix in ("", "-wal", "-shm"):
+            (tmp_path / f"c.sqlite.corrupt-{stamp}{suffix}").write_bytes(b"old")
+    (tmp_path / "c.sqlite.corrupt-notes.txt").write_text("not a moved-aside cache: left alone")
+    CachedEmbedder(FakeEmbedder(), path).close()  # a healthy open sweeps the older ones
+    assert aside_files(tmp_path) == ["c.sqlite.corrupt-3000", "c.sqlite.corrupt-3000-shm",
+                                     "c.sqlite.corrupt-3000-wal", "c.sqlite.corrupt-notes.txt"]
+    path.unlink()
+    path.write_bytes(b"this is not a sqlite database" * 100)
+    with capture_logs() as logs:
+        c = CachedEmbedder(FakeEmbedder(), path)
+    c.embed(["x"])
+    assert c.entries() == 1
+    (moved,) = [e for e in logs if e["event"] == "embedding_cache.moved_aside"]
+    assert moved["older_removed"] == 3 and "file is not a database" in moved["error"]
+    now = aside_files(tmp_path)
+    assert len(now) == 2 and now[1] == "c.sqlite.corrupt-notes.txt" and now[0] == Path(moved["moved_to"]).name
+    c.close()
+
+
+def test_a_cache_locked_by_another_process_is_left_in_place(tmp_path: Path, monkeypatch) -> None:
+    """"database is locked" names no damage, and quick_check finds none: the file stays."""
+    from indexer.embedding import cache_file
+
+    path = tmp_path / "c.sqlite"
+    first = CachedEmbedder(FakeEmbedder(), path)
+    first.embed(["kept"])
+    first.close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    monkeypatch.setattr(cache_file, "BUSY_TIMEOUT_S", 0.1)
+    monkeypatch.setattr(CachedEmbedder, "REOPEN_AFTER_S", 0.0, raising=False)
+    with capture_logs() as logs:
+        c = CachedEmbedder(FakeEmbedder(), path)
+    assert aside_files(tmp_path) == []
+    assert c.unavailable is not None and c.unavailable.fault is None
+    assert "database is locked" in str(c.unavailable) and "left as is" in str(c.unavailable)
+    (event,) = [e for e in logs if e["event"] == "embedding_cache.unavailable"]
+    assert event["cause"] is None
+    holder.execute("ROLLBACK")
+    holder.close()
+    assert c.entries() == 1 and c.unavailable is None  # opened on the next call: the same file
+    c.close()
+
+
+def test_a_failed_write_names_its_cause_not_a_rollback(tmp_path: Path) -> None:
+    c = CachedEmbedder(FakeEmbedder(), tmp_path / "c.sqlite")
+    c.embed(["first"])
+    conn = c._conn
+    conn.execute(f"PRAGMA max_page_count = {conn.execute('PRAGMA page_count').fetchone()[0]}")
+    with capture_logs() as logs:
+        c.embed([f"text {i} " * 40 for i in range(300)])  # SQLITE_FULL: the vectors are not cached
+    (event,) = [e for e in logs if e["event"] == "embedding_cache.write_failed"]
+    assert event["cause"] == "disk_full" and "database or disk is full" in event["error"]
+    assert "rollback" not in event["error"]
+    assert c.entries() == 1 and not conn.in_transaction
+    c.close()
 
 
 def test_cache_writer_and_query_threads(tmp_path: Path) -> None:

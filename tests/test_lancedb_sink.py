@@ -392,7 +392,7 @@ def test_auto_optimize_and_maintain(tmp_path: Path) -> None:
 def test_maintenance_drops_cached_vectors_of_an_earlier_model(tmp_path: Path) -> None:
     """After a model upgrade (a new fingerprint), the old model's cached vectors are never read
     again: maintenance deletes them and keeps the current model's."""
-    from indexer.embedding.embedder import CachedEmbedder
+    from indexer.embedding.cache import CachedEmbedder
 
     cache = tmp_path / "embed_cache.sqlite"
     old = CachedEmbedder(FakeEmbedder(version="1"), cache)
@@ -527,7 +527,8 @@ def test_sigkill_mid_upsert_leaves_a_readable_table_and_rerun_converges(tmp_path
 def test_real_model_end_to_end(tmp_path: Path) -> None:
     from lancedb.rerankers import RRFReranker
 
-    from indexer.embedding.embedder import CachedEmbedder, FastEmbedder
+    from indexer.embedding.cache import CachedEmbedder
+    from indexer.embedding.embedder import FastEmbedder
 
     inner = FastEmbedder()
     emb = CachedEmbedder(inner, tmp_path / "embed-cache.sqlite")

@@ -17,9 +17,10 @@
   within a batch, without keeping the largest batch's memory for the life of
   the process; glibc's mmap threshold is fixed and freed heap pages are
   trimmed after each call (:mod:`indexer.embedding.native_memory`).
-- :class:`CachedEmbedder` wraps any embedder with a persistent cache keyed by
-  (model fingerprint, sha256 of the text), so a body shared by forked
-  sessions, a re-sync or a forced reindex of unchanged text embeds nothing.
+- :class:`indexer.embedding.cache.CachedEmbedder` wraps any embedder with a
+  persistent cache keyed by (model fingerprint, sha256 of the text), so a body
+  shared by forked sessions, a re-sync or a forced reindex of unchanged text
+  embeds nothing.
 
 Vectors are float32, shape ``(n, dim)``, L2-normalised (so cosine, dot and
 L2 rank identically).
@@ -31,13 +32,9 @@ special tokens ([CLS]/[SEP]); ``max_tokens`` is the model window *with* them
 
 from __future__ import annotations
 
-import hashlib
 import json
-import logging
 import os
-import sqlite3
 import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -45,8 +42,6 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from indexer.embedding import model_files, native_memory
-
-log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = model_files.MODEL_NAME
 DEFAULT_BATCH_SIZE = 32
@@ -57,8 +52,6 @@ SPIN_KEYS = ("session.intra_op.allow_spinning", "session.inter_op.allow_spinning
 #: ONNX Runtime run config key (onnxruntime_run_options_config_keys.h): give the arena's
 #: unused chunks back at the end of every run.
 SHRINK_KEY = "memory.enable_memory_arena_shrinkage"
-#: Upper bound for SQLite IN lists (the default variable limit is 32766; keep statements small).
-CACHE_LOOKUP_CHUNK = 500
 
 
 class EmbeddingError(RuntimeError):
@@ -387,158 +380,3 @@ def approx_tokens(text: str) -> int:
     for piece in re.findall(r"\w+|[^\w\s]", text):
         n += 1 + len(piece) // 6
     return n
-
-
-def text_key(text: str) -> bytes:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
-
-
-class CachedEmbedder:
-    """An :class:`Embedder` with a persistent cache of document vectors.
-
-    Keyed by (inner fingerprint, sha256 of the text), in its own SQLite file
-    (WAL; vectors as raw float32 blobs). ``embed`` looks texts up in batches
-    (IN lists of at most 500), embeds only the misses (deduplicated) with the
-    inner embedder and stores them in one transaction. ``hits`` counts texts
-    answered without the model (including duplicates inside one call),
-    ``misses`` the distinct texts sent to it. Query embeddings are not cached.
-
-    One connection guarded by a lock: safe for one writer thread plus query
-    threads. The cache is disposable: a corrupt file is moved aside and
-    recreated, and a failing lookup degrades to a re-embed.
-    """
-
-    def __init__(self, inner: Embedder, cache_path: Path | str) -> None:
-        self.inner = inner
-        self.cache_path = Path(cache_path)
-        self.name = inner.name
-        self.dim = inner.dim
-        self.fingerprint = inner.fingerprint
-        self.max_tokens = inner.max_tokens
-        self.hits = 0
-        self.misses = 0
-        self._lock = threading.Lock()
-        self._conn = self._open()
-
-    def _open(self) -> sqlite3.Connection:
-        self.cache_path.parent.mkdir(parents=True, exist_ok=True)
-        for attempt in (1, 2):
-            try:
-                conn = sqlite3.connect(
-                    str(self.cache_path), check_same_thread=False, isolation_level=None, timeout=10.0
-                )
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
-                conn.execute(
-                    "CREATE TABLE IF NOT EXISTS vectors ("
-                    " fingerprint TEXT NOT NULL, text_sha BLOB NOT NULL, dim INTEGER NOT NULL,"
-                    " vec BLOB NOT NULL, created_ms INTEGER NOT NULL,"
-                    " PRIMARY KEY (fingerprint, text_sha)) WITHOUT ROWID"
-                )
-                conn.execute("SELECT count(*) FROM vectors WHERE fingerprint = '' ").fetchone()
-                return conn
-            except sqlite3.DatabaseError as e:
-                if attempt == 2:
-                    raise EmbeddingError(f"cannot open the embedding cache {self.cache_path}: {e}") from e
-                aside = self.cache_path.with_name(f"{self.cache_path.name}.corrupt-{int(time.time())}")
-                log.warning("embedding cache %s unreadable (%s); moved to %s", self.cache_path, e, aside)
-                for suffix in ("", "-wal", "-shm"):
-                    p = Path(str(self.cache_path) + suffix)
-                    if p.exists():
-                        os.replace(p, Path(str(aside) + suffix))
-        raise AssertionError("unreachable")
-
-    def count_tokens(self, text: str) -> int:
-        return self.inner.count_tokens(text)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self.inner.embed_query(text)
-
-    def _lookup(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
-        found: dict[bytes, np.ndarray] = {}
-        want = self.dim * 4
-        try:
-            with self._lock:
-                for s in range(0, len(keys), CACHE_LOOKUP_CHUNK):
-                    part = keys[s : s + CACHE_LOOKUP_CHUNK]
-                    marks = ",".join("?" * len(part))
-                    rows = self._conn.execute(
-                        f"SELECT text_sha, vec FROM vectors WHERE fingerprint = ? AND text_sha IN ({marks})",
-                        [self.fingerprint, *part],
-                    ).fetchall()
-                    for k, blob in rows:
-                        if len(blob) == want:
-                            found[bytes(k)] = np.frombuffer(blob, dtype=np.float32)
-        except sqlite3.Error as e:
-            log.warning("embedding cache lookup failed (%s); re-embedding", e)
-        return found
-
-    def _store(self, items: list[tuple[bytes, np.ndarray]]) -> None:
-        now = int(time.time() * 1000)
-        rows = [(self.fingerprint, k, self.dim, np.ascontiguousarray(v, dtype=np.float32).tobytes(), now) for k, v in items]
-        try:
-            with self._lock:
-                self._conn.execute("BEGIN IMMEDIATE")
-                try:
-                    self._conn.executemany(
-                        "INSERT OR REPLACE INTO vectors (fingerprint, text_sha, dim, vec, created_ms) VALUES (?,?,?,?,?)",
-                        rows,
-                    )
-                    self._conn.execute("COMMIT")
-                except BaseException:
-                    self._conn.execute("ROLLBACK")
-                    raise
-        except sqlite3.Error as e:
-            log.warning("embedding cache write failed (%s); vectors not cached", e)
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        texts = list(texts)
-        n = len(texts)
-        out = np.empty((n, self.dim), dtype=np.float32)
-        if n == 0:
-            return out
-        keys = [text_key(t) for t in texts]
-        unique = list(dict.fromkeys(keys))
-        found = self._lookup(unique)
-        missing = [k for k in unique if k not in found]
-        if missing:
-            first: dict[bytes, str] = {}
-            for k, t in zip(keys, texts):
-                first.setdefault(k, t)
-            vecs = np.asarray(self.inner.embed([first[k] for k in missing]), dtype=np.float32)
-            if vecs.shape != (len(missing), self.dim):
-                raise EmbeddingError(
-                    f"embedder {self.name} returned shape {vecs.shape}, expected {(len(missing), self.dim)}"
-                )
-            new = list(zip(missing, vecs))
-            self._store(new)
-            found.update(new)
-        with self._lock:
-            self.misses += len(missing)
-            self.hits += n - len(missing)
-        for i, k in enumerate(keys):
-            out[i] = found[k]
-        return out
-
-    def entries(self, fingerprint: str | None = None) -> int:
-        with self._lock:
-            if fingerprint is None:
-                return int(self._conn.execute("SELECT count(*) FROM vectors").fetchone()[0])
-            return int(self._conn.execute("SELECT count(*) FROM vectors WHERE fingerprint = ?", (fingerprint,)).fetchone()[0])
-
-    def prune_other_models(self) -> int:
-        """Drop vectors of every other model fingerprint (after a model change); returns rows deleted.
-
-        Two ranges of the primary key (it starts with the fingerprint), not ``!=``: maintenance
-        calls this on every run, and a cache with nothing to drop must cost no table scan."""
-        with self._lock:
-            cur = self._conn.execute("DELETE FROM vectors WHERE fingerprint < ? OR fingerprint > ?",
-                                     (self.fingerprint, self.fingerprint))
-            return cur.rowcount
-
-    def close(self) -> None:
-        with self._lock:
-            try:
-                self._conn.close()
-            except sqlite3.Error:
-                pass

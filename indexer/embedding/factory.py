@@ -8,7 +8,8 @@ from indexer.runtime.config import Config
 
 
 def make_embedder(config: Config):
-    from indexer.embedding.embedder import CachedEmbedder, FastEmbedder
+    from indexer.embedding.cache import CachedEmbedder
+    from indexer.embedding.embedder import FastEmbedder
 
     inner = FastEmbedder(
         config.embedding.model,
