@@ -96,8 +96,8 @@ def test_holder_record_and_read_holder(tmp_path):
     finally:
         lock.release()
     assert read_holder(tmp_path) is None
-    assert (tmp_path / LOCK_NAME).exists()  # the file is kept, emptied
-    assert (tmp_path / LOCK_NAME).read_text() == ""
+    assert (tmp_path / LOCK_NAME).exists()  # the file is kept, its record cleared
+    assert (tmp_path / LOCK_NAME).read_text() == "\n"
 
 
 def test_second_acquire_in_a_subprocess_fails(tmp_path):

@@ -144,7 +144,10 @@ def print_status(report: dict) -> None:
           + (f" ({report['ledger']['error']})" if report["ledger"].get("error") else ""))
     daemon = report.get("daemon")
     if daemon:
-        line = (f"daemon pid {daemon.get('pid')}: {'ready' if daemon.get('ready') else 'not ready'}, "
+        readiness = "ready" if daemon.get("ready") else "not ready"
+        if not daemon.get("ready") and daemon.get("not_ready_reason"):  # e.g. a full disk, its folder and fix
+            readiness += f" ({daemon['not_ready_reason']})"
+        line = (f"daemon pid {daemon.get('pid')}: {readiness}, "
                 f"{daemon.get('syncs', 0)} passes, {daemon.get('errors', 0)} failed")
         if daemon.get("consecutive_errors"):
             line += (f"; the last {daemon['consecutive_errors']} in a row, the latest: {daemon.get('last_error')} "

@@ -23,9 +23,13 @@ from pathlib import Path
 
 import structlog
 
+from indexer.core.errors import CliError
 from indexer.runtime.config import Config
 from indexer.runtime.logs import RateLimitedLogger
+from indexer.runtime.storage_errors import classify
+from indexer.service.opening import OpenedIndex, OpenRetry, open_index
 from indexer.service.sdnotify import Notifier
+from indexer.service.storage import names_storage_faults, storage_places
 from indexer.state.lock import acquire
 
 log = structlog.get_logger("indexer.daemon")
@@ -48,45 +52,60 @@ class Daemon:
         self.metrics = None
         self.port: int | None = None
         self.mcp_tokens = None
+        self.opening = OpenRetry()  # the start-up open, while a storage cause refuses it
 
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
-        from indexer.embedding.factory import make_embedder
-        from indexer.search.searcher import Searcher
         from indexer.service.mcp_http import load_configured_tokens
         from indexer.service.metrics import Metrics
-        from indexer.sync.context import open_indexer
 
         config = self.config
         # Before anything heavy: a bad token file stops start-up at once (TokenFileError).
         self.mcp_tokens = load_configured_tokens(config.mcp.token_file)
         config.index.dir.mkdir(parents=True, exist_ok=True)
         self.lock = acquire(config.index.dir, "run", extra={"host": config.api.host, "port": config.api.port})
-        embedder = make_embedder(config) if "lancedb" in config.index.sinks else None
-        self.indexer = open_indexer(config, embedder=embedder, role="run")
-        self.indexer.state.key()  # every pass digests with it: an unreadable key stops start-up, not each pass
-        self.indexer.publish_scopes()  # object storage: readers get the scope state before the first pass ends
-        if "lancedb" in config.index.sinks:
-            self.searcher = Searcher(config, embedder=embedder, state=self.indexer.state)
-            published = self.searcher.retriever.published
-            if published is not None and self.indexer.publisher is not None:
-                # object storage: this daemon's own searches see its scope changes at once
-                self.indexer.publisher.listeners.append(published.invalidate)
-            self.searcher.warm_up()
         self.metrics = Metrics()
+        try:
+            self._opened(open_index(config))
+        except Exception as exc:
+            if not self.opening.failed(exc, storage_places(config)):
+                raise
+            # a full disk, a read-only remount...: serve /readyz saying so, retry from run_forever
+        self._start_http()
+        if self.indexer is not None:
+            self._start_sync()
+        log.info("daemon.started", ledger=str(config.ledger.path), index_dir=str(config.index.dir),
+                 sinks=list(config.index.sinks), api=f"http://{config.api.host}:{self.port}",
+                 index_open=self.indexer is not None)
+
+    def _opened(self, opened: OpenedIndex) -> None:
+        config = self.config
+        self.indexer, self.searcher = opened.indexer, opened.searcher
         identity = self.indexer.build_identity
         if self.searcher is not None:
             self.metrics.watch_rank_cache(self.searcher.retriever.rank_caches)
         self.metrics.set_build_info(role="run", model=config.embedding.model, sinks=",".join(config.index.sinks),
                                     document_format=identity.document_format, redaction=identity.redaction,
                                     **({} if self.searcher is None else {"index_reads": self.searcher.index_reads}))
-        self._start_http()
+
+    def _start_sync(self) -> None:
         self.worker.thread.start()
         self._start_scheduler()
         self._start_watcher()
-        log.info("daemon.started", ledger=str(config.ledger.path), index_dir=str(config.index.dir),
-                 sinks=list(config.index.sinks), api=f"http://{config.api.host}:{self.port}")
+
+    def _retry_open(self) -> None:
+        """Open the index again (the start-up open failed for a storage cause); start syncing once it is."""
+        try:
+            self._opened(open_index(self.config))
+        except Exception as exc:
+            if self.opening.failed(exc, storage_places(self.config)):
+                return
+            if isinstance(exc, CliError):
+                raise
+            raise CliError(f"cannot start: {exc}") from None
+        log.info("daemon.index_opened", after_failures=self.opening.failures)
+        self._start_sync()
 
     def _start_http(self) -> None:
         """The one HTTP server path (indexer.service.api.ApiServer), the same the tests start; MCP at /mcp."""
@@ -186,6 +205,8 @@ class Daemon:
         ready_sent = False
         while not self.stop_event.is_set():
             self.stop_event.wait(0.5)
+            if self.indexer is None and self.opening.due():
+                self._retry_open()
             stats = self.worker.stats
             if not ready_sent and stats.first_pass_done:
                 self.notifier.ready(status=self._status_line())
@@ -204,8 +225,11 @@ class Daemon:
 
     def _status_line(self) -> str:
         s = self.worker.stats
+        if self.indexer is None and self.opening.fault is not None:
+            return f"cannot open the index: {self.opening.fault.message}"[:200]
         if s.last_error and s.consecutive_errors:
-            return f"sync failing ({s.consecutive_errors}x): {s.last_error}"[:200]
+            why = s.last_fault.message if s.last_fault is not None else s.last_error
+            return f"sync failing ({s.consecutive_errors}x): {why}"[:200]
         if s.last_summary is None:
             return "first sync running"
         return (f"synced: {s.syncs} passes, last {s.last_sync_seconds:.2f}s, "
@@ -273,9 +297,18 @@ Press Ctrl-C to stop.
 
     # -- ApiBackend ------------------------------------------------------------------------------
 
+    def _open(self):
+        """The open index; while it is not (a full disk at start-up), a 503 saying why."""
+        if self.indexer is None:
+            from indexer.service.api import ApiError
+
+            raise ApiError(self.not_ready_reason() or "starting: opening the index", 503)
+        return self.indexer
+
     def search(self, request):
         from indexer.search.searcher import SearchError
 
+        self._open()
         if self.searcher is None:
             raise SearchError("memory_search needs the lancedb sink: add \"lancedb\" to [index] sinks", http_status=503)
         return self.searcher.search(request)
@@ -284,7 +317,7 @@ Press Ctrl-C to stop.
         from indexer.search.retrieval import get_document
 
         return get_document(self.config, persona, path, from_line=from_line, lines=lines, session=session,
-                            state=self.indexer.state,
+                            state=self._open().state,
                             retriever=self.searcher.retriever if self.searcher is not None else None)
 
     def status(self) -> dict:
@@ -293,8 +326,12 @@ Press Ctrl-C to stop.
         figures come from the snapshot the worker published after its last pass."""
         from indexer.service.status import status_report
 
-        report = status_report(self.config, self.indexer.state)
         stats = self.worker.stats
+        if self.indexer is None:  # not open yet (a full disk at start-up): no figures, the daemon says why
+            report: dict = {"ledger": {"path": str(self.config.ledger.path), "head": None, "error": None},
+                            "index_dir": str(self.config.index.dir), "personas": {}}
+        else:
+            report = status_report(self.config, self.indexer.state)
         per_persona = (stats.last_summary or {}).get("personas", {})
         for persona, entry in report["personas"].items():
             entry["last_sync_at"] = stats.last_sync_at
@@ -305,7 +342,8 @@ Press Ctrl-C to stop.
             if self.metrics is not None and entry.get("lag") is not None:
                 self.metrics.set_lag(persona, entry["lag"])
         report["daemon"] = {"syncs": stats.syncs, "errors": stats.errors, "consecutive_errors": stats.consecutive_errors,
-                            "last_error": stats.last_error, "ready": self.is_ready(), "pid": _pid(),
+                            "last_error": stats.last_error, "ready": self.is_ready(),
+                            "not_ready_reason": self.not_ready_reason(), "pid": _pid(),
                             "reindex": self.worker.job.as_dict() if self.worker.job else None}
         return report
 
@@ -322,9 +360,23 @@ Press Ctrl-C to stop.
     def is_ready(self) -> bool:
         return self.indexer is not None and self.worker.stats.first_success
 
+    def not_ready_reason(self) -> str | None:
+        """Why /readyz answers 503 (None once ready): still starting, or the first sync failing, with
+        its cause and what to do when it is a storage one (a full disk, a read-only file system)."""
+        if self.is_ready():
+            return None
+        stats = self.worker.stats
+        if self.indexer is None:
+            return self.opening.reason() or "starting: opening the index"
+        if not stats.consecutive_errors:
+            return "starting: the first sync is running"
+        why = stats.last_fault.message if stats.last_fault is not None else stats.last_error
+        return f"{why} (the first sync failed {stats.consecutive_errors}x; it is retried with backoff)"
+
     def request_reindex(self, personas):
         from indexer.service.api import ApiError
 
+        self._open()
         if personas:
             known = set(self.indexer.state.personas_indexed()) | set(self.config.ledger.personas)
             if not known:
@@ -343,21 +395,24 @@ Press Ctrl-C to stop.
         job = self.worker.job
         return job.as_dict() if job else None
 
+    @names_storage_faults
     def project_add(self, name, labels):
-        state = self.indexer.state
+        state = self._open().state
         unknown = [lbl for lbl in labels if state.session(lbl) is None]  # told, not refused: it may come later
         with self.indexer.scope_change():  # object storage: published before it commits
             state.project_add(name, labels)
         return {"project": name, "sessions": state.projects().get(name, []), "unknown": unknown}
 
+    @names_storage_faults
     def project_remove(self, name, labels):
-        with self.indexer.scope_change():
+        with self._open().scope_change():
             removed = self.indexer.state.project_remove(name, labels)
         return {"project": name, "removed": removed, "sessions": self.indexer.state.projects().get(name, [])}
 
     def projects(self):
-        return self.indexer.state.projects()
+        return self._open().state.projects()
 
+    @names_storage_faults
     def set_visibility(self, label, visibility):
         """State DB and sinks without scopes change together, here on the API
         thread: ``apply_visibility`` holds the lock every write to such a sink
@@ -365,7 +420,7 @@ Press Ctrl-C to stop.
         now-private session in nor miss the change."""
         from indexer.sync.visibility import apply_visibility
 
-        return apply_visibility(self.indexer, label, visibility) is not None
+        return apply_visibility(self._open(), label, visibility) is not None
 
 
 def _pid() -> int:
@@ -375,7 +430,7 @@ def _pid() -> int:
 
 
 def run_daemon(config: Config, *, demo_hints: bool = False) -> int:
-    from indexer.core.errors import EXIT_USAGE, CliError
+    from indexer.core.errors import EXIT_USAGE
     from indexer.service.mcp_http import TokenFileError
     from indexer.state.lock import LockHeldError
 
@@ -399,7 +454,8 @@ def run_daemon(config: Config, *, demo_hints: bool = False) -> int:
         raise
     except Exception as exc:
         daemon.shutdown()
-        raise CliError(f"cannot start: {exc}") from None
+        fault = classify(exc, storage_places(config))  # "disk full at <dir>: ...", not the symptom
+        raise CliError(f"cannot start: {fault.message if fault is not None else exc}") from None
     try:
         return daemon.run_forever()
     finally:

@@ -19,6 +19,8 @@ import structlog
 
 from exporters.base import SinkError
 from indexer.runtime.logs import RateLimitedLogger
+from indexer.runtime.storage_errors import StorageFault, classify
+from indexer.service.storage import storage_places
 from indexer.sync.progress import ProgressTotals
 from ledger.connection import LedgerUnavailable
 
@@ -62,6 +64,8 @@ class SyncStats:
     last_sync_at: float | None = None
     last_sync_seconds: float | None = None
     last_error: str | None = None
+    # the last failure's storage cause (disk full, read-only, ...), pinned to a folder: readiness says it
+    last_fault: StorageFault | None = None
     first_pass_done: bool = False
     first_success: bool = False
     last_summary: dict | None = None
@@ -170,6 +174,7 @@ class SyncWorker:
         stats.last_summary = summary.as_dict()
         self._publish_chunks(summary.personas)
         stats.first_success = True
+        stats.last_fault = None
         if stats.consecutive_errors:
             self._errors.success("sync")
         stats.consecutive_errors, self._not_before = 0, 0.0
@@ -205,11 +210,14 @@ class SyncWorker:
         from indexer.core.errors import describe
 
         stats.last_error = describe(exc)  # the root cause first: "database or disk is full", not the rollback error
+        # the ledger is read, not written: its errors say what they are (LedgerUnavailable)
+        stats.last_fault = None if isinstance(exc, LedgerUnavailable) else classify(exc, storage_places(self.d.config))
+        fault = stats.last_fault.log_fields() if stats.last_fault is not None else {}
         delay = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (stats.consecutive_errors - 1))
         delay *= random.uniform(0.5, 1.0)  # jitter: a fleet must not retry in step
         self._not_before = time.monotonic() + delay
         self._sync_due = True
-        self._errors.failure("sync", "sync.failed", error=stats.last_error, retry_in_s=round(delay, 1))
+        self._errors.failure("sync", "sync.failed", error=stats.last_error, retry_in_s=round(delay, 1), **fault)
         self.d.metrics_sync(time.monotonic() - started, 0, ok=False)
 
     def _run_reindex(self, job: ReindexJob) -> None:
@@ -218,7 +226,8 @@ class SyncWorker:
         summary = self._run_pass(force=True, personas=job.personas)
         job.finished_at = time.time()
         if summary is None:
-            job.state, job.error = "failed", self.stats.last_error
+            fault = self.stats.last_fault
+            job.state, job.error = "failed", fault.message if fault is not None else self.stats.last_error
             log.warning("reindex.failed", job_id=job.job_id, error=job.error)
         elif summary.get("interrupted"):
             job.state, job.error = "failed", "interrupted by shutdown; the live index is unchanged"

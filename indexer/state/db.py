@@ -30,8 +30,10 @@ from peewee import (
 from indexer.core.build import BuildIdentity
 from indexer.core.errors import CliError
 from indexer.core.types import Document
+from indexer.runtime.storage_errors import StorageCause, StorageFault, classify
 from indexer.state import install_key
 from indexer.state.private_turns import PrivateTurns, Visibility
+from indexer.state.transactions import StateDatabase
 
 CURSOR_KEY = "memory_sessions_ledger_cursor_v1"
 INDEX_META_KEY = "memory_index_meta_v1"
@@ -247,12 +249,21 @@ class StateUnreadable(CliError):
     """The state database file is not a database (corrupt, or another file): says what to do."""
 
 
+class StateUnavailable(CliError):
+    """The state database cannot be opened for a storage cause (a full disk, a read-only file system,
+    permission): the file is fine, ``fault`` says what is not and what to do."""
+
+    def __init__(self, path: Path, fault: StorageFault):
+        super().__init__(f"the state database {path} cannot be opened: {fault.message}")
+        self.fault = fault
+
+
 class StateDB:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._key: bytes | None = None
-        self.db = SqliteDatabase(
+        self.db = StateDatabase(  # a failed rollback never hides the error that caused it
             str(self.path),
             # secure_delete: what a write replaces is zeroed, not left in free pages
             pragmas={"journal_mode": "wal", "busy_timeout": BUSY_TIMEOUT_MS, "synchronous": "normal", "foreign_keys": 0,
@@ -273,6 +284,9 @@ class StateDB:
             self.db.close()
             if "locked" in str(exc) or "busy" in str(exc):
                 raise
+            fault = classify(exc, [self.path.parent])
+            if fault is not None and fault.cause is not StorageCause.CORRUPT:
+                raise StateUnavailable(self.path, fault) from exc  # not "move it aside": the file is fine
             raise StateUnreadable(
                 f"the state database {self.path} is unreadable ({exc}): move it aside and run `ledger-indexer "
                 "sync` to rebuild it from the ledger (the index is kept; project memberships and visibility "

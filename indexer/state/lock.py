@@ -229,12 +229,15 @@ class WriterLock:
         _write_record(self._fd, self.holder)
 
     def release(self) -> None:
-        """Release the lock (idempotent). The record is cleared, the file kept."""
+        """Release the lock (idempotent). The record is cleared (a blank line), the file kept."""
         fd, self._fd = self._fd, None
         if fd is None:
             return
         try:
-            os.ftruncate(fd, 0)
+            # one byte, not none: the file keeps its block, so the next holder can write its
+            # record on a full disk (_write_record)
+            os.pwrite(fd, b"\n", 0)
+            os.ftruncate(fd, 1)
         except OSError:
             pass
         finally:
@@ -302,8 +305,10 @@ def read_holder(index_dir: str | os.PathLike[str]) -> Holder | None:
 def _write_record(fd: int, holder: Holder) -> None:
     data = (json.dumps(holder.to_json(), ensure_ascii=False) + "\n").encode("utf-8")
     try:
-        os.ftruncate(fd, 0)
+        # over the old record, then cut to length: truncating first gives the file's block back, and
+        # on a full disk the record could not get one again (the CLI finds the daemon's port here)
         os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
     except OSError:
         # The lock is what matters; the record is only for messages.
         pass

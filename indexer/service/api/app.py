@@ -63,8 +63,14 @@ class ApiBackend(Protocol):
 
     Errors: raise :class:`indexer.search.searcher.SearchError` (its ``http_status`` is
     used), :class:`ApiError` (its ``status``) or ``DocumentNotFound`` (404).
-    Any other exception is answered 503 "index unavailable, retry" and logged
-    as ``api.backend_error``.
+    An exception with a storage cause (``indexer.runtime.storage_errors``: a
+    full disk, a read-only file system, ...) is answered 507 (disk full) or 503
+    naming the cause and the fix, logged as ``api.storage_error``; any other is
+    answered 503 "index unavailable, retry" and logged as ``api.backend_error``.
+
+    Optional (not part of the protocol): ``not_ready_reason() -> str | None``, one line on why the
+    backend is not ready (e.g. the first sync failing on a full disk, with the folder and the fix),
+    given as ``reason`` by ``/readyz``.
     """
 
     def search(self, request: SearchRequest) -> SearchResponse:
@@ -253,14 +259,16 @@ def create_app(backend: ApiBackend, *, admin_token: str | None, max_request_byte
 
     @app.get("/readyz", response_model=StatusText, tags=["operations"],
              responses={503: {"model": StatusText, "description": "Still starting (index not open or first sync "
-                                                                   "not done)."}},
+                                                                   "not done); `reason` says why, e.g. the first "
+                                                                   "sync failing on a full disk."}},
              summary="Readiness: 200 once the index is open and the first sync is done")
     def readyz() -> JSONResponse:
         ready = _is_ready(backend)
         metrics.set_ready(ready)
         if ready:
             return JSONResponse({"status": "ready"})
-        return JSONResponse({"status": "starting"}, status_code=503,
+        reason = _not_ready_reason(backend)
+        return JSONResponse({"status": "starting", **({"reason": reason} if reason else {})}, status_code=503,
                             headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
 
     @app.get("/metrics", tags=["operations"], summary="Prometheus metrics (text exposition format)",
@@ -362,6 +370,16 @@ def _is_ready(backend: ApiBackend) -> bool:
         if should_log("api.ready_failed", 30.0):
             log.warning("api.ready_check_failed", error_type=type(exc).__name__, error=str(exc)[:500])
         return False
+
+
+def _not_ready_reason(backend: ApiBackend) -> str | None:
+    reason = getattr(backend, "not_ready_reason", None)  # optional: test fakes and older backends lack it
+    try:
+        return reason() if callable(reason) else None
+    except Exception as exc:  # /readyz must answer
+        if should_log("api.ready_reason_failed", 30.0):
+            log.warning("api.ready_reason_failed", error_type=type(exc).__name__, error=str(exc)[:500])
+        return None
 
 
 def _allowed_methods(app: FastAPI, scope: dict) -> list[str]:

@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
 from indexer.runtime.logs import should_log
+from indexer.runtime.storage_errors import StorageCause, StorageFault, classify
 from indexer.search.retrieval import DocumentNotFound
 from indexer.search.searcher import SearchError
 from indexer.service.api.models import _M, MAX_ERROR_DETAILS, RETRY_AFTER_SECONDS, UNAVAILABLE
@@ -94,6 +95,16 @@ def _unavailable(message: str) -> _Refused:
     return _Refused(503, message, {"Retry-After": str(RETRY_AFTER_SECONDS)})
 
 
+def _storage_refusal(route: str, fault: StorageFault) -> _Refused:
+    """A backend call that failed for a storage cause: 507 for a full disk (the server cannot store
+    what the request needs, RFC 4918), 503 for the others; the answer names the cause, the folder
+    and the fix, and so does the log event (with the error that showed the cause, never a rollback's)."""
+    if should_log(f"api.storage_error:{route}:{fault.cause}", 30.0):
+        log.error("api.storage_error", route=route, error=fault.error, **fault.log_fields())
+    status = 507 if fault.cause is StorageCause.DISK_FULL else 503
+    return _Refused(status, fault.message, {"Retry-After": str(RETRY_AFTER_SECONDS)})
+
+
 def _call(route: str, fn: Callable[..., Any], *args: Any) -> Any:
     """Call the backend; turn its errors into HTTP answers (never a traceback to the client)."""
     try:
@@ -113,6 +124,9 @@ def _call(route: str, fn: Callable[..., Any], *args: Any) -> Any:
             raise _unavailable(str(exc) or UNAVAILABLE) from None
         raise _Refused(status, str(exc)) from None
     except Exception as exc:
+        fault = classify(exc)  # a StorageFailure brings its own, pinned to a folder by the backend
+        if fault is not None:
+            raise _storage_refusal(route, fault) from None
         log.error("api.backend_error", route=route, error_type=type(exc).__name__, error=str(exc)[:500],
                   exc_info=True)
         raise _unavailable(UNAVAILABLE) from None

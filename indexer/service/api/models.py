@@ -236,6 +236,8 @@ class StatusReport(BaseModel):
 
 class StatusText(BaseModel):
     status: str
+    reason: str | None = Field(None, description="Why not ready (absent when ready): still starting, or the "
+                                                 "first sync failing and its cause (e.g. a full disk) and fix.")
 
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -248,11 +250,15 @@ _ERROR_TEXT = {
     413: "Request body larger than the configured limit.",
     415: "The request body must be JSON (Content-Type: application/json).",
     422: "Invalid request: `details` names each invalid field.",
-    503: "Index unavailable (starting, reindex swap, or a backend failure): retry later.",
+    503: "Index unavailable (starting, reindex swap, or a backend failure; a read-only file system, permission "
+         "or I/O error is named with its fix): retry later.",
+    507: "Disk full: the answer names the folder, the free space and the fix; retry once there is room.",
 }
 
 
 def _errors(*codes: int, **texts: str) -> dict[int | str, dict[str, Any]]:
+    if 503 in codes:  # any backend call may fail on a full disk (indexer.service.api.errors._storage_refusal)
+        codes = (*codes, 507)
     return {code: {"model": ErrorBody, "description": texts.get(f"e{code}", _ERROR_TEXT[code])} for code in codes}
 
 
