@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from collections.abc import Callable, Iterable
 
-from . import assignments, detectors, phrases
+from . import assignments, catalog, detectors, phrases
 from .entropy import shannon
 
 __all__ = ["REDACTION_VERSION", "TokenRule", "Detector", "TOKEN_RULES", "DETECTORS",
@@ -395,6 +395,9 @@ DETECTORS: tuple[Detector, ...] = (
     Detector("credential-header", phrases.find_credential_headers,
              gates=("token", "key", "secret", "auth", "session", "signature", "password"),
              patterns=phrases.HEADER_PATTERNS),
+    # Breadth from the scanner catalogs (catalog.py): vendor-cued values, connection URIs.
+    Detector("vendor-cue", catalog.find_cued_values, patterns=catalog.CUED_PATTERNS),
+    Detector("connection-uri", catalog.find_connection_uris, gates=("://",), patterns=catalog.URI_PATTERNS),
 )
 
 

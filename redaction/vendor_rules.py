@@ -233,3 +233,18 @@ VENDOR_TOKEN_RULES: tuple[TokenRule, ...] = (
     _t("dbt-cloud-personal-token", r"dbtu_[A-Za-z0-9_-]{40,70}" + E_, keep=4),
     _t("dagster-cloud-user-token", r"user:[a-f0-9]{32}" + E),
 )
+
+
+def _catalog_rules() -> tuple[TokenRule, ...]:
+    """Password hashes and prefixed formats of ``catalog`` (issue 34)."""
+    from .catalog import HASH_FORMATS, VENDOR_FORMATS
+
+    out = []
+    for rule_id, pattern, kw in HASH_FORMATS + VENDOR_FORMATS:
+        kw = dict(kw)
+        # Hashes are structural: ".." or "//" inside one is not a filler.
+        out.append(TokenRule(rule_id, pattern, fillers=rule_id not in {h[0] for h in HASH_FORMATS}, **kw))
+    return tuple(out)
+
+
+VENDOR_TOKEN_RULES = VENDOR_TOKEN_RULES + _catalog_rules()
