@@ -41,6 +41,7 @@ from .detectors import _HEX, BLANK, char_before, overlapping, word_before
 from .entropy import is_token_placeholder, shannon
 from .fold import Folded, dash_readings, fold
 from .known import KnownSecrets
+from .public import drop_public, public_spans
 from .rules import (DETECTORS, GLUED_PREFIXES, MIN_TOKEN_LENGTH, TOKEN_RULES, TOKEN_RUN_CHARS, TokenRule,
                     _literal_prefix)
 
@@ -370,6 +371,8 @@ class Redactor:
             prio = _DETECTOR_PRIO.get(det.id, _PRIO_CONTEXT)
             for rule, s, e, keep in det.find(text, low):
                 cands.append((s, e, rule, keep, prio, 0))
+        if cands:  # GPG key ids, CI cache keys, certificates...: public by what they are (public.py)
+            cands = drop_public(cands, list(public_spans(text, low)), frozenset())
         if self._known is not None:
             for s, e in self._known.spans(text):
                 cands.append((s, e, "known-secret", 0, _PRIO_KNOWN, 0))
