@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from collections.abc import Callable, Iterable
 
-from . import assignments, catalog, detectors, phrases
+from . import assignments, catalog, detectors, phrases, structures
 from .entropy import shannon
 
 __all__ = ["REDACTION_VERSION", "TokenRule", "Detector", "TOKEN_RULES", "DETECTORS",
@@ -398,6 +398,20 @@ DETECTORS: tuple[Detector, ...] = (
     # Breadth from the scanner catalogs (catalog.py): vendor-cued values, connection URIs.
     Detector("vendor-cue", catalog.find_cued_values, patterns=catalog.CUED_PATTERNS),
     Detector("connection-uri", catalog.find_connection_uris, gates=("://",), patterns=catalog.URI_PATTERNS),
+    # Structures and split secrets (structures.py): tables and listings naming a secret column or
+    # key, recovery-code lists, TOTP seeds and values read out in groups, values split over two
+    # lines, encoded values (base64 piped to a decoder, URL-encoded parameters, a token as a URL's user).
+    Detector("table-secret", structures.find_tables, gates=structures._TABLE_WORDS,
+             patterns=structures.TABLE_PATTERNS),
+    Detector("recovery-codes", structures.find_code_lists, gates=structures.CODE_CUES,
+             patterns=structures.CODE_LIST_PATTERNS),
+    Detector("totp-secret", structures.find_totp, patterns=structures.GROUP_PATTERNS[:3], needs_run=True),
+    Detector("grouped-secret", structures.find_groups, gates=("key", "secret", "seed", "token", "pass", "chunk",
+                                                              "group", "otp", "2fa", "mfa", "scan"),
+             patterns=structures.GROUP_PATTERNS[3:]),
+    Detector("split-secret", structures.find_split_values, gates=("\n",), patterns=structures.SPLIT_PATTERNS),
+    Detector("encoded-secret", structures.find_encoded_values, gates=("base64", "%3d", "%253d", "@"),
+             patterns=structures.ENCODED_PATTERNS),
 )
 
 
