@@ -223,7 +223,9 @@ def find_tables(text: str, low: str) -> Iterator[Candidate]:
             continue
         ls, le = _line_at(text, hit)
         done = le
-        if le - ls < 4:
+        line = text[ls:le]
+        if le - ls < 4 or not ("|" in line or "," in line or "  " in line or "\t" in line
+                               or "│" in line or "┃" in line or "║" in line):
             continue
         # Bar tables: a header naming a secret column, or NAME | VALUE rows.
         cells = _bar_cells(text, ls, le)
@@ -312,11 +314,8 @@ _CODE_LINE_RE = re.compile(r"[ \t]*(?:[-*•+][ \t]+|[0-9]{1,2}[.)][ \t]+)?(?P<v
 _CODE_INLINE_RE = re.compile(r"(?<![A-Za-z0-9-])" + _CODE_ITEM + r"(?:[ \t]*[,;][ \t]*" + _CODE_ITEM
                              + r"){3,}(?![A-Za-z0-9-])")
 _CODE_ONE_RE = re.compile(_CODE_ITEM)
-# A cue for one-time codes: within the text before a list (the question of the turn counts).
-_CODE_CUE_RE = re.compile(r"recovery|backup|emergency|scratch|one[- ]time|single[- ]use|2fa|mfa|two[- ]factor"
-                          r"|2-step|otp|authenticator|phone|codes?\b")
 _CODE_WINDOW = 300
-CODE_LIST_PATTERNS = (_CODE_LINE_RE.pattern, _CODE_INLINE_RE.pattern, _CODE_CUE_RE.pattern)
+CODE_LIST_PATTERNS = (_CODE_LINE_RE.pattern, _CODE_INLINE_RE.pattern)
 
 
 def _shape(item: str) -> tuple:
@@ -341,11 +340,25 @@ def _code_list(items: list[str]) -> bool:
     return shannon("".join(bare)) >= 3.0
 
 
+class _Cue:
+    __slots__ = ("_s", "_e")
+
+    def __init__(self, s: int, e: int) -> None:
+        self._s, self._e = s, e
+
+    def start(self) -> int:
+        return self._s
+
+    def end(self) -> int:
+        return self._e
+
+
 def find_code_lists(text: str, low: str) -> Iterator[Candidate]:
     done = -1
-    for cue in _CODE_CUE_RE.finditer(low):
-        if cue.start() < done:
+    for cs, ce in word_hits(low, CODE_CUES):
+        if cs < done or (low.startswith("code", cs) and ce < len(low) and low[ce].isalpha() and low[ce] != "s"):
             continue
+        cue = _Cue(cs, ce)
         # a list starting within the window after the cue: one item a line …
         ls, le = _line_at(text, cue.end())
         nxt: tuple[int, int] | None = (ls, le)
@@ -363,7 +376,9 @@ def find_code_lists(text: str, low: str) -> Iterator[Candidate]:
             elif nxt is not None:
                 nxt = _next_line(text, nxt[1])
         # … or items separated by commas
-        m = _CODE_INLINE_RE.search(text, cue.end(), min(len(text), cue.end() + _CODE_WINDOW + 400))
+        m = _CODE_INLINE_RE.search(text, cue.end(), min(len(text), cue.end() + _CODE_WINDOW + 400)) \
+            if text.find(",", cue.end(), cue.end() + _CODE_WINDOW + 20) >= 0 or \
+            text.find(";", cue.end(), cue.end() + _CODE_WINDOW + 20) >= 0 else None
         if m is not None and m.start() < cue.end() + _CODE_WINDOW:
             spans = [x.span() for x in _CODE_ONE_RE.finditer(text, m.start(), m.end())]
             if _code_list([text[s:e] for s, e in spans]):
@@ -383,8 +398,10 @@ _BASE32_RE = re.compile(r"(?<![A-Za-z0-9_/+=-])(?:[A-Z2-7]{16,128}|[a-z2-7]{16,1
 _GROUP_CUE_RE = re.compile(r"key|secret|seed|token|pass(?:word|phrase|code)?|chunks?|groups?|otp|2fa|mfa|scan")
 _GROUPS_RE = re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{3,12}(?: [A-Za-z0-9_-]{3,12}){2,15}(?![A-Za-z0-9_-])")
 _CUE_WINDOW = 120
+#: literal cue words of find_groups (its gates)
+GROUP_CUES = ("key", "secret", "seed", "token", "pass", "chunk", "group", "otp", "2fa", "mfa", "scan")
 GROUP_PATTERNS = (_OTPAUTH_RE.pattern, _2FA_CUE_RE.pattern, _BASE32_RE.pattern, _GROUP_CUE_RE.pattern,
-                  _GROUPS_RE.pattern)
+                  _GROUPS_RE.pattern) + GROUP_CUES
 
 
 def _line_start(text: str, p: int, lines_back: int = 1) -> int:
@@ -420,8 +437,7 @@ def find_totp(text: str, low: str) -> Iterator[Candidate]:
 def find_groups(text: str, low: str) -> Iterator[Candidate]:
     """A value read out in groups after a cue: looked for only just after each cue word."""
     seen = -1
-    for cue in _GROUP_CUE_RE.finditer(low):
-        ws = cue.end()
+    for _cs, ws in word_hits(low, GROUP_CUES):
         nl = low.find("\n", ws, ws + _CUE_WINDOW)
         if nl >= 0:
             nl2 = low.find("\n", nl + 1, ws + _CUE_WINDOW)
@@ -607,9 +623,12 @@ def _decoded_secret(d: str) -> bool:
 
 def find_encoded_values(text: str, low: str) -> Iterator[Candidate]:
     if "base64" in low:
-        for ls, le in _lines(low):
-            if low.find("base64", ls, le) < 0:
+        last = -1
+        for hit, _he in word_hits(low, ("base64",)):
+            if hit <= last:
                 continue
+            ls, le = _line_at(low, hit)
+            last = le
             for m in _B64_BLOB_RE.finditer(text, ls, le):
                 v = m.group()
                 if len(v) % 4 or shannon(v) < 3.5:
