@@ -69,9 +69,12 @@ def big_ledger(ledger: Path, turns: int, seed: int = 2, words: int = 60) -> None
 class Daemon:
     """One daemon process; its stdout (JSON log lines) goes to a file beside the config."""
 
-    def __init__(self, config: Path, port: int, *, env: dict | None = None, log_level: str = "info"):
+    def __init__(self, config: Path, port: int, *, env: dict | None = None, log_level: str = "info",
+                 host: str = "127.0.0.1", command: str = "run"):
+        """``host``: the address to reach its API at (the config says where it binds); ``command``:
+        ``run`` (the daemon) or ``serve`` (a reader)."""
         self.config, self.port = config, port
-        self.base = f"http://127.0.0.1:{port}"
+        self.base = f"http://{host}:{port}"
         full_env = {k: v for k, v in os.environ.items() if not k.startswith(("LEDGER_INDEXER_", "NOTIFY_SOCKET",
                                                                                "WATCHDOG_"))}
         full_env.setdefault("LANCEDB_LOG", "error")
@@ -80,7 +83,7 @@ class Daemon:
         self.log = open(self.log_path, "w")  # noqa: SIM115 - open for the life of the daemon
         self.started = time.perf_counter()
         self.proc = subprocess.Popen([sys.executable, "-m", "indexer.cli", "--config", str(config),
-                                      "--log-level", log_level, "run"], cwd=ROOT,
+                                      "--log-level", log_level, command], cwd=ROOT,
                                      env=full_env, stdout=self.log, stderr=subprocess.STDOUT)
         self.pid = self.proc.pid
         self.http = httpx.Client(base_url=self.base, timeout=60)

@@ -103,6 +103,27 @@ def check_mcp_tokens(config: Config) -> Check | None:
                                      + ("; every /mcp request is refused" if not count else "") + ")")
 
 
+def check_api_access(config: Config) -> Check | None:
+    """Off loopback (or with the opt-out set): who may search and get. None on loopback (callers are
+    trusted there, as always)."""
+    from indexer.service.api.auth import OPT_OUT, is_loopback, unprotected_bind
+
+    host, port, opt_out = config.api.host, config.api.port, config.api.insecure_allow_unauthenticated
+    if is_loopback(host) and not opt_out:
+        return None
+    problem = unprotected_bind(host, port, tokens=config.mcp.token_file is not None, opt_out=opt_out)
+    if problem is not None:
+        return Check("api access", False, problem)
+    if is_loopback(host):
+        return Check("api access", True, f"{host}: loopback, {OPT_OUT} has no effect here")
+    if opt_out:
+        return Check("api access", True, f"INSECURE: {host}:{port} is off loopback and {OPT_OUT} is set: anyone who "
+                                         "can reach the port may search and read any persona's memory without a "
+                                         "token")
+    return Check("api access", True, f"{host}:{port} is off loopback: search and get need a bearer token from "
+                                     "[mcp] token_file, /v1/status and /metrics the admin token")
+
+
 def check_known_secrets(config: Config) -> Check | None:
     if config.redaction.known_secrets_file is None:
         return None
@@ -139,7 +160,8 @@ def check_memory(config: Config) -> list[Check]:
 
 def run_config_check(config: Config, *, as_json: bool = False) -> int:
     checks = [check_ledger(config), check_index(config), check_model(config), check_token(config)]
-    checks += [c for c in (check_mcp_tokens(config), check_known_secrets(config), check_qmd(config)) if c]
+    checks += [c for c in (check_mcp_tokens(config), check_api_access(config), check_known_secrets(config),
+                           check_qmd(config)) if c]
     checks += check_memory(config)
     if as_json:
         print_json({"ok": all(c.ok for c in checks), "checks": [asdict(c) for c in checks]})

@@ -143,11 +143,12 @@ class _DaemonDoor:
 
 def daemon_url(config: Config) -> str | None:
     """The running daemon's API, or None when no daemon holds this index (found as every CLI
-    command finds it: :class:`indexer.cli.remote.DaemonApi`)."""
+    command finds it: :class:`indexer.cli.remote.DaemonApi`) or its API answers only bearer tokens
+    (it listens off loopback; this server holds none): the index is then opened here."""
     from indexer.cli.remote import DaemonApi
 
     daemon = DaemonApi.running(config)
-    return daemon.base if daemon is not None else None
+    return daemon.base if daemon is not None and not daemon.tokens_required else None
 
 
 class StdioDoor:

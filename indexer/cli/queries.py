@@ -22,12 +22,14 @@ ConfigLoader = Callable[[], "Config"]
 
 def _daemon(config_path: str | None, load: ConfigLoader) -> tuple[DaemonApi | None, Config | None]:
     """The running daemon (found from the config file alone: the fast path), else the loaded
-    configuration and the daemon it names, if any."""
+    configuration and the daemon it names, if any. A daemon whose API answers only bearer tokens
+    (it listens off loopback) is not asked: the call is answered here, as without a daemon."""
     daemon = DaemonApi.located(config_path)
-    if daemon is not None:
+    if daemon is not None and not daemon.tokens_required:
         return daemon, None
     config = load()
-    return DaemonApi.running(config), config
+    daemon = DaemonApi.running(config)
+    return (daemon if daemon is not None and not daemon.tokens_required else None), config
 
 
 def run_search(config_path: str | None, load: ConfigLoader, args, *, as_json: bool) -> int:

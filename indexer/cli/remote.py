@@ -27,6 +27,9 @@ class DaemonApi:
     host: str
     port: int
     timeout_s: float = 60.0
+    #: Its search, get and status answer only bearer tokens (the API listens off loopback): the CLI
+    #: answers those here instead (it holds no token; the index is on this machine).
+    tokens_required: bool = False
 
     @classmethod
     def at(cls, index_dir: Path, *, host: str | None = None, port: int | None = None) -> DaemonApi | None:
@@ -44,7 +47,7 @@ class DaemonApi:
             return None
         if found_host in ("0.0.0.0", "::"):
             found_host = "127.0.0.1"
-        return cls(str(found_host), int(found_port))
+        return cls(str(found_host), int(found_port), tokens_required=extra.get("tokens_required") is True)
 
     @classmethod
     def running(cls, config: Config) -> DaemonApi | None:

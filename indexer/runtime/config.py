@@ -141,6 +141,10 @@ class ApiConfig(_Section):
     port: int = Field(8765, ge=0, le=65535)
     admin_token_file: OptPath = None
     max_request_bytes: int = Field(64_000, ge=1_000)
+    # Off loopback the API needs [mcp] token_file (search and get take its bearer tokens) or start-up
+    # fails; true serves it there without tokens, trusting every caller for persona and session (a
+    # warning at every start).
+    insecure_allow_unauthenticated: bool = False
 
 
 class McpConfig(_Section):

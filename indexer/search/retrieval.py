@@ -46,7 +46,8 @@ def _stored_text(config: Config, persona: str, path: str) -> str | None:
     return QmdExporter(config.qmd_export_dir).read(persona, path)
 
 
-def _published_text(config: Config, persona: str, path: str, session: str | None, retriever) -> str:
+def _published_text(config: Config, persona: str, path: str, session: str | None, retriever,
+                    scope: Scope = Scope.PERSONA) -> str:
     """Object storage: whose the document is comes from its own row, the scope from the
     published state (fail closed, as search)."""
     from exporters.lancedb import Retriever
@@ -67,18 +68,22 @@ def _published_text(config: Config, persona: str, path: str, session: str | None
                                  "(paths come from search results: sessions/<label>/turns/<turn>.md)")
     if row is None:
         raise not_found
-    scope = resolve(persona, Scope.PERSONA, session, frozenset({"sessions", "memory"}), facts)
-    if not scope.allows({"persona": row["persona"], "source": row["source"], "session": row["session"],
-                         "turn_id": row.get("turn_id")}):
+    visible = resolve(persona, scope, session, frozenset({"sessions", "memory"}), facts)
+    if not visible.allows({"persona": row["persona"], "source": row["source"], "session": row["session"],
+                           "turn_id": row.get("turn_id")}):
         raise not_found
     return row["doc_text"]
 
 
 def get_document(config: Config, persona: str, path: str, *, from_line: int = 1, lines: int | None = None,
-                 session: str | None = None, state: StateDB | None = None, retriever=None) -> GetResult:
-    """``retriever``: an open :class:`exporters.lancedb.Retriever` to reuse (object storage)."""
+                 session: str | None = None, state: StateDB | None = None, retriever=None,
+                 scope: Scope = Scope.PERSONA) -> GetResult:
+    """``retriever``: an open :class:`exporters.lancedb.Retriever` to reuse (object storage).
+    ``scope``: the widest scope of ``session`` the document must lie in (a narrowed bearer token);
+    outside it the document is not found, as a private session's is."""
     if config.index.object_store and "lancedb" in config.index.sinks:
-        return _lines(persona, path, _published_text(config, persona, path, session, retriever), from_line, lines)
+        return _lines(persona, path, _published_text(config, persona, path, session, retriever, scope), from_line,
+                      lines)
     own_state = state is None
     state = state or StateDB(config.state_db_path)
     try:
@@ -87,10 +92,10 @@ def get_document(config: Config, persona: str, path: str, *, from_line: int = 1,
                                      "(paths come from search results: sessions/<label>/turns/<turn>.md)")
         if record is None:
             raise not_found
-        scope = resolve(persona, Scope.PERSONA, session, frozenset({"sessions", "memory"}),
-                        state.scope_facts(persona, session))
-        if not scope.allows({"persona": persona, "source": record.source, "session": record.session,
-                             "turn_id": record.turn_id}):
+        visible = resolve(persona, scope, session, frozenset({"sessions", "memory"}),
+                          state.scope_facts(persona, session))
+        if not visible.allows({"persona": persona, "source": record.source, "session": record.session,
+                               "turn_id": record.turn_id}):
             raise not_found
     finally:
         if own_state:

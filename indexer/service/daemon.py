@@ -52,19 +52,27 @@ class Daemon:
         self.metrics = None
         self.port: int | None = None
         self.mcp_tokens = None
+        self.api_access = None
         self.opening = OpenRetry()  # the start-up open, while a storage cause refuses it
 
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
+        from indexer.service.api.auth import ApiAccess
         from indexer.service.mcp_http import load_configured_tokens
         from indexer.service.metrics import Metrics
 
         config = self.config
-        # Before anything heavy: a bad token file stops start-up at once (TokenFileError).
+        # Before anything heavy: a bad token file (TokenFileError), or an API off loopback without
+        # tokens (UnprotectedBind), stops start-up at once.
         self.mcp_tokens = load_configured_tokens(config.mcp.token_file)
+        self.api_access = ApiAccess.for_bind(config.api.host, config.api.port, self.mcp_tokens,
+                                             opt_out=config.api.insecure_allow_unauthenticated)
         config.index.dir.mkdir(parents=True, exist_ok=True)
-        self.lock = acquire(config.index.dir, "run", extra={"host": config.api.host, "port": config.api.port})
+        # The CLI's fast path (search, get, status through this API) reads where the API listens, and
+        # whether it answers callers without a token, from the lock's holder record.
+        self.lock = acquire(config.index.dir, "run", extra={"host": config.api.host, "port": config.api.port,
+                                                           "tokens_required": self.api_access.tokens_required})
         self.metrics = Metrics()
         try:
             self._opened(open_index(config))
@@ -119,7 +127,7 @@ class Daemon:
             except OSError as exc:
                 log.warning("api.admin_token_unreadable", file=str(self.config.api.admin_token_file), error=str(exc))
         app = create_app(self, admin_token=token, max_request_bytes=self.config.api.max_request_bytes,
-                         metrics=self.metrics, bind_host=self.config.api.host)
+                         metrics=self.metrics, bind_host=self.config.api.host, access=self.api_access)
         serves_mcp = mount_mcp(app, self, lambda: self.indexer.state, self.mcp_tokens, host=self.config.api.host)
         self.server = ApiServer(app, self.config.api.host, self.config.api.port, graceful_shutdown_s=3,
                                 lifespan="on" if serves_mcp else "off")
@@ -313,12 +321,14 @@ Press Ctrl-C to stop.
             raise SearchError("memory_search needs the lancedb sink: add \"lancedb\" to [index] sinks", http_status=503)
         return self.searcher.search(request)
 
-    def get(self, persona, path, from_line, lines, session):
+    def get(self, persona, path, from_line, lines, session, *, scope=None):
+        from indexer.core.scopes import Scope
         from indexer.search.retrieval import get_document
 
         return get_document(self.config, persona, path, from_line=from_line, lines=lines, session=session,
                             state=self._open().state,
-                            retriever=self.searcher.retriever if self.searcher is not None else None)
+                            retriever=self.searcher.retriever if self.searcher is not None else None,
+                            scope=scope or Scope.PERSONA)
 
     def status(self) -> dict:
         """Never waits for the worker: the state DB is read on this thread's own
@@ -431,6 +441,7 @@ def _pid() -> int:
 
 def run_daemon(config: Config, *, demo_hints: bool = False) -> int:
     from indexer.core.errors import EXIT_USAGE
+    from indexer.service.api.auth import UnprotectedBind
     from indexer.service.mcp_http import TokenFileError
     from indexer.state.lock import LockHeldError
 
@@ -446,7 +457,7 @@ def run_daemon(config: Config, *, demo_hints: bool = False) -> int:
         daemon.start()
     except LockHeldError as exc:
         raise CliError(str(exc)) from None
-    except TokenFileError as exc:
+    except (TokenFileError, UnprotectedBind) as exc:
         daemon.shutdown()
         raise CliError(str(exc), EXIT_USAGE) from None
     except CliError:  # says what to do, with its own exit code (2: a set-up error systemd won't retry)

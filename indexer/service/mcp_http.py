@@ -128,12 +128,14 @@ def load_token_file(path: Path) -> TokenTable:
 
 
 def load_configured_tokens(token_file: Path | None) -> TokenTable | None:
-    """The configured token table, or None when ``[mcp] token_file`` is not set."""
+    """The configured token table, or None when ``[mcp] token_file`` is not set. The same table
+    answers ``/mcp`` and the API's search and get (:mod:`indexer.service.api.auth`)."""
     if token_file is None:
         return None
     table = load_token_file(token_file)
     if not len(table):
-        log.warning("mcp.no_tokens", file=str(token_file), hint="every /mcp request is refused (401)")
+        log.warning("mcp.no_tokens", file=str(token_file),
+                    hint="every /mcp request and every bearer token on the API is refused (401)")
     return table
 
 

@@ -7,7 +7,9 @@ state the writer published (:mod:`exporters.lancedb.published`), refreshed at
 most every ``index.refresh_seconds``; it never writes, takes no lock and no
 lease, and refuses admin calls (409: make the change on the writer, which
 publishes it at once). It refuses to start while no scope state is published,
-and every search fails closed if the state becomes unreadable.
+and every search fails closed if the state becomes unreadable. Search and get
+take the bearer tokens of ``[mcp] token_file`` (:mod:`indexer.service.api.auth`:
+required off loopback).
 
 On a local index ``serve`` answers from the state DB of the writer's folder
 (the daemon ``run`` already serves the API there; ``serve`` is for a second,
@@ -112,11 +114,12 @@ class ReaderService:
     def search(self, request):
         return self.searcher.search(request)
 
-    def get(self, persona, path, from_line, lines, session):
+    def get(self, persona, path, from_line, lines, session, *, scope=None):
+        from indexer.core.scopes import Scope
         from indexer.search.retrieval import get_document
 
         return get_document(self.config, persona, path, from_line=from_line, lines=lines, session=session,
-                            retriever=self.retriever)
+                            retriever=self.retriever, scope=scope or Scope.PERSONA)
 
     def status(self) -> dict:
         if self.retriever.published is None:
@@ -175,13 +178,20 @@ class ReaderService:
 def run_serve(config: Config) -> int:
     """Serve the API until SIGTERM/SIGINT. Refuses to start without a published scope state."""
     from exporters.base import SinkError
-    from indexer.core.errors import CliError
+    from indexer.core.errors import EXIT_USAGE, CliError
     from indexer.search.searcher import SearchError
     from indexer.service.api import ApiServer, create_app
+    from indexer.service.api.auth import ApiAccess, UnprotectedBind
+    from indexer.service.mcp_http import TokenFileError, load_configured_tokens
     from indexer.service.metrics import Metrics
 
     if "lancedb" not in config.index.sinks:
         raise CliError("serve answers from the LanceDB index: add \"lancedb\" to [index] sinks", 2)
+    try:  # before anything heavy: search and get take the tokens of [mcp] token_file (there is no /mcp here)
+        access = ApiAccess.for_bind(config.api.host, config.api.port, load_configured_tokens(config.mcp.token_file),
+                                    opt_out=config.api.insecure_allow_unauthenticated)
+    except (TokenFileError, UnprotectedBind) as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
     try:
         service = ReaderService(config)
         service.check_published()
@@ -200,8 +210,8 @@ def run_serve(config: Config) -> int:
     metrics.watch_rank_cache(service.searcher.retriever.rank_caches)
     metrics.set_ready(True)
     server = ApiServer(create_app(service, admin_token=token, max_request_bytes=config.api.max_request_bytes,
-                                  metrics=metrics, bind_host=config.api.host), config.api.host, config.api.port,
-                       graceful_shutdown_s=3)
+                                  metrics=metrics, bind_host=config.api.host, access=access), config.api.host,
+                       config.api.port, graceful_shutdown_s=3)
     try:
         server.start(timeout=15)
     except OSError as exc:

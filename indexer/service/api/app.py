@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Annotated, Protocol, runtime_checkable
 
@@ -15,9 +16,19 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
+from indexer.core.scopes import Scope
 from indexer.runtime.logs import should_log
 from indexer.search.retrieval import GetResult
 from indexer.search.searcher import SearchRequest, SearchResponse
+from indexer.service.api.auth import (
+    ApiAccess,
+    CallerAuthMiddleware,
+    Refusal,
+    caller,
+    confine_get,
+    confine_search,
+)
+from indexer.service.api.auth import refused as auth_refused
 from indexer.service.api.errors import _call, _conform, _error, _json, _Refused, _validation_response
 from indexer.service.api.middleware import (
     AdminAuthMiddleware,
@@ -78,7 +89,9 @@ class ApiBackend(Protocol):
         ...
 
     def get(self, persona: str, path: str, from_line: int, lines: int | None, session: str | None) -> GetResult:
-        """``memory_get``; DocumentNotFound when absent *or not visible to ``session``*."""
+        """``memory_get``; DocumentNotFound when absent *or not visible to ``session``*. For a
+        token narrower than the persona the API adds ``scope=`` (a :class:`Scope`): DocumentNotFound
+        too when the document lies outside that scope of ``session``."""
         ...
 
     def status(self) -> dict:
@@ -123,17 +136,21 @@ class ApiBackend(Protocol):
 
 
 def create_app(backend: ApiBackend, *, admin_token: str | None, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-               metrics: Metrics | None = None, bind_host: str | None = None) -> FastAPI:
+               metrics: Metrics | None = None, bind_host: str | None = None,
+               access: ApiAccess | None = None) -> FastAPI:
     """The API over ``backend``. ``admin_token``: the bearer token for admin calls (None or empty:
     admin calls are refused with 403; surrounding whitespace, e.g. a token file's newline, is
     ignored). ``metrics``: shared with the daemon so /metrics shows sync and query series
     together (a fresh :class:`Metrics` when None). ``bind_host``: the address the server listens
     on; requests naming another host are refused (421; None: no check, as for in-process tests).
+    ``access``: who may search and get (:mod:`indexer.service.api.auth`: bearer tokens, required
+    off loopback; None: no tokens, every caller trusted as on loopback).
     The app is exposed as ``app.state.metrics``."""
     if max_request_bytes < 1:
         raise ValueError("max_request_bytes must be positive")
     metrics = metrics if metrics is not None else Metrics()
     token = (admin_token or "").strip().encode("utf-8") or None
+    access = access if access is not None else ApiAccess()
 
     app = FastAPI(
         title="ledger-indexer",
@@ -150,6 +167,7 @@ def create_app(backend: ApiBackend, *, admin_token: str | None, max_request_byte
     # Outermost last: the request log sees every answer, including the middlewares' 401/403/413.
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_request_bytes)
     app.add_middleware(AdminAuthMiddleware, token=token)  # before the body is read or parsed
+    app.add_middleware(CallerAuthMiddleware, access=access, admin_token=token)  # likewise
     app.add_middleware(RequestLogMiddleware, metrics=metrics, router=app.router)
     if bind_host is not None:  # outermost: a rebinding page gets nothing, not even a log line's worth of work
         app.add_middleware(HostCheckMiddleware, allowed=allowed_host_names(bind_host))
@@ -204,16 +222,43 @@ def create_app(backend: ApiBackend, *, admin_token: str | None, max_request_byte
     admin = [Security(require_admin)]
     admin_errors = _errors(401, 403)
 
+    # -- caller tokens (search and get) --
+
+    caller_bearer = HTTPBearer(auto_error=False, scheme_name="callerToken",
+                               description="A token from [mcp] token_file: it fixes persona, session and widest "
+                                           "scope. Required when the API listens off loopback; without one a "
+                                           "loopback caller is trusted for persona and session.")
+
+    def principal_for(route: str):
+        async def principal(request: Request, _: HTTPAuthorizationCredentials | None = Security(caller_bearer)):
+            # CallerAuthMiddleware already refused before the body was read; this repeats the check
+            # (defence in depth) and declares the bearer scheme in /openapi.json.
+            found = caller(access, request.headers.get("authorization"))
+            if isinstance(found, Refusal):
+                raise auth_refused(route, found)
+            return found
+
+        return principal
+
+    search_caller = principal_for("/v1/memory_search")
+    get_caller = principal_for("/v1/memory_get")
+    caller_errors = _errors(401, 403, e401="Missing (off loopback) or unknown bearer token.",
+                            e403="The request names another persona or session than its token, or a wider scope.")
+    # Security requirements are alternatives: `{}` beside the token says a call without one is accepted
+    # (on loopback). Off loopback the token alone is listed: the schema says what the server enforces.
+    token_optional = None if access.tokens_required else {"security": [{}]}
+
     # -- search and get --
 
     @app.post("/v1/memory_search", response_model=SearchResponseModel, tags=["memory"],
-              responses=_errors(*_BODY_ERRORS, 404, 503, e404="Unknown persona: no index holds it."),
-              summary="Scoped hybrid search over a persona's memory",
+              responses={**caller_errors,
+                         **_errors(*_BODY_ERRORS, 404, 503, e404="Unknown persona: no index holds it.")},
+              summary="Scoped hybrid search over a persona's memory", openapi_extra=token_optional,
               description="Vector + BM25 fused, each turn read in its conversation (its neighbours, its "
                           "session); dates named in the query (\"last week\", \"on 2025-03-01\", \"in July\") "
                           "favour what was said then. Scores are 0..1 and comparable across queries.")
-    def memory_search(body: SearchRequestBody) -> JSONResponse:
-        request = body.plain()
+    def memory_search(body: SearchRequestBody, principal=Security(search_caller)) -> JSONResponse:
+        request = body.plain() if principal is None else confine_search(body, principal)
         started = time.perf_counter()
         response = _call("/v1/memory_search", backend.search, request)
         elapsed = time.perf_counter() - started
@@ -224,8 +269,10 @@ def create_app(backend: ApiBackend, *, admin_token: str | None, max_request_byte
         return _json(out)
 
     @app.get("/v1/memory_get", response_model=GetResponseModel, tags=["memory"],
-             responses=_errors(404, 422, 503, e404="No such document, or not visible to `session`."),
-             summary="The text of one document (or a range of its lines)")
+             responses={**caller_errors,
+                        **_errors(404, 422, 503, e404="No such document, or not visible to `session` (or to the "
+                                                     "token's scope).")},
+             summary="The text of one document (or a range of its lines)", openapi_extra=token_optional)
     def memory_get(
         persona: Annotated[Persona, Query(description="The ledger's persona_id.")],
         path: Annotated[DocPath, Query(description="A path from a search result.")],
@@ -235,15 +282,23 @@ def create_app(backend: ApiBackend, *, admin_token: str | None, max_request_byte
                                            description="How many lines (default: to the end).")] = None,
         session: Annotated[Label | None, Query(description="The caller's session label (private sessions "
                                                            "are visible only to themselves).")] = None,
+        principal=Security(get_caller),
     ) -> JSONResponse:
-        result = _call("/v1/memory_get", backend.get, persona, path, from_line, lines, session)
+        fetch = backend.get
+        if principal is not None:
+            session, scope = confine_get(principal, persona, session)
+            if scope is not Scope.PERSONA:  # only then: a backend without narrowed tokens needs no `scope`
+                fetch = functools.partial(backend.get, scope=scope)
+        result = _call("/v1/memory_get", fetch, persona, path, from_line, lines, session)
         out = _conform("/v1/memory_get", GetResponseModel,
                        result.as_dict() if isinstance(result, GetResult) else result)
         return _json(out)
 
     # -- status, health, metrics --
 
-    @app.get("/v1/status", response_model=StatusReport, tags=["operations"], responses=_errors(503),
+    @app.get("/v1/status", response_model=StatusReport, tags=["operations"],
+             responses=_errors(401, 403, 503, e401="Off loopback: missing or wrong admin bearer token.",
+                               e403="Off loopback without an admin token configured ([api] admin_token_file)."),
              summary="Per persona: cursor, ledger head, lag, documents, last sync, model, index metadata")
     def status() -> JSONResponse:
         report = _conform("/v1/status", StatusReport, _call("/v1/status", backend.status))
