@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import time
+from pathlib import Path
 from typing import Annotated, Protocol, runtime_checkable
 
 import structlog
@@ -158,7 +159,7 @@ def create_app(backend: ApiBackend, *, admin_token: str | None, max_request_byte
         description="Cross-session memory for AI agents: scoped `memory_search` and `memory_get` over the "
                     "Agents Ledger index, plus status, health, metrics and admin calls. Every error body is "
                     "`{\"error\": \"...\"}`.",
-        docs_url=None,  # served below from the swagger-ui-bundle package: no CDN, the page renders offline
+        docs_url=None,  # served below from the fastapi-offline package: no CDN, the page renders offline
         redoc_url=None,
     )
     _mount_offline_docs(app)
@@ -402,20 +403,27 @@ DOCS_ASSETS = "/docs/assets"
 
 
 def _mount_offline_docs(app: FastAPI) -> None:
-    """``/docs``: Swagger UI from the packaged assets (FastAPI's default page loads them from a CDN,
-    which an always-on box without internet cannot reach)."""
+    """``/docs``: Swagger UI 5 (it reads the OpenAPI 3.1 document FastAPI writes) from the assets the
+    fastapi-offline package ships (FastAPI's default page loads them from a CDN, which an always-on box
+    without internet cannot reach). tests/test_docs_browser.py renders it in headless Chromium."""
     from fastapi.openapi.docs import get_swagger_ui_html
     from starlette.staticfiles import StaticFiles
-    from swagger_ui_bundle import swagger_ui_path
 
-    app.mount(DOCS_ASSETS, StaticFiles(directory=swagger_ui_path), name="docs-assets")
+    app.mount(DOCS_ASSETS, StaticFiles(directory=docs_assets_dir()), name="docs-assets")
 
     @app.get("/docs", include_in_schema=False)
     def docs() -> Response:
         return get_swagger_ui_html(openapi_url=app.openapi_url or "/openapi.json", title=f"{app.title} API",
                                    swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
                                    swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
-                                   swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png")
+                                   swagger_favicon_url=f"{DOCS_ASSETS}/favicon.png")
+
+
+def docs_assets_dir() -> Path:
+    """The folder of Swagger UI's packaged files (``swagger-ui-bundle.js``, ``swagger-ui.css``, ``favicon.png``)."""
+    import fastapi_offline
+
+    return Path(fastapi_offline.__file__).parent / "static"
 
 
 def _is_ready(backend: ApiBackend) -> bool:
