@@ -21,11 +21,14 @@ def _base_url(config: Config) -> str:
     return daemon.base if daemon is not None else DaemonApi(config.api.host, config.api.port).base
 
 
-def _token(config: Config) -> str:
+def _token(config: Config, doing: str = "reindex") -> str:
+    """The admin token for ``doing`` (``reindex``, ``session visibility``, ``project add``...), which a
+    running daemon must apply through its admin API."""
     path = config.api.admin_token_file
     if path is None:
-        raise CliError("a daemon is running and reindex must go through it, but no [api] admin_token_file is "
-                       "configured: set it (the daemon needs the same file), or stop the daemon first")
+        raise CliError(f"a daemon is running and `{doing}` must go through its admin API, but no [api] "
+                       "admin_token_file is configured: set it to a file holding a token (the daemon must be "
+                       "restarted to read the same file), or stop the daemon and run the command again")
     try:
         return path.read_text().strip()
     except OSError as exc:

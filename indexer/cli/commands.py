@@ -13,6 +13,8 @@ import structlog
 from exporters.base import SinkError
 from indexer.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CliError, invalid_line
 from indexer.cli.common import print_json as _print_json
+from indexer.cli.progress_bar import ProgressBar
+from indexer.cli.storage_door import command_places, named_storage, storage_refusal
 from indexer.runtime.config import Config
 from indexer.state.db import StateDB
 from indexer.state.lock import LockHeldError, acquire, read_holder
@@ -27,8 +29,9 @@ def _index_dir(config: Config) -> None:
     try:
         config.index.dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise CliError(f"cannot create the index folder {config.index.dir}: {exc.strerror or exc}; "
-                       "set [index] dir to a writable folder") from None
+        named = storage_refusal(exc, [config.index.dir], f"creating the index folder {config.index.dir}")
+        raise named or CliError(f"cannot create the index folder {config.index.dir}: {exc.strerror or exc}; "
+                                "set [index] dir to a writable folder") from None
 
 
 def _writer_lock(config: Config, role: str):
@@ -37,19 +40,27 @@ def _writer_lock(config: Config, role: str):
         return acquire(config.index.dir, role)
     except LockHeldError as exc:
         raise CliError(str(exc)) from None
+    except OSError as exc:  # the lock file cannot be written: a read-only file system, permission
+        named = storage_refusal(exc, [config.index.dir], f"{role} (taking the writer lock)")
+        if named is None:
+            raise
+        raise named from None
 
 
 def run_sync(config: Config, *, force: bool = False, personas: Sequence[str] | None = None,
-             as_json: bool = False, progress: Progress | None = None, retry_bad: bool = False) -> int:
+             as_json: bool = False, progress: Progress | None = None, retry_bad: bool = False,
+             bar: ProgressBar | None = None) -> int:
     """One sync pass here, under the writer lock. ``progress``: where the counts go (default:
-    one bar in documents on a terminal, ``sync.progress`` log events elsewhere)."""
-    from indexer.cli.progress_bar import ProgressBar
+    ``bar``, or a new one: a bar in documents on a terminal, ``sync.progress`` log events
+    elsewhere). A bar is closed here."""
     from indexer.sync.context import open_indexer
     from indexer.sync.engine import UnknownPersonas, sync_once
 
     with _writer_lock(config, "reindex" if force else "sync"):
-        ix = open_indexer(config, role="reindex" if force else "sync")
-        bar = ProgressBar("reindex" if force else "sync") if progress is None else None
+        with named_storage(command_places(config), "reindex" if force else "sync"):
+            ix = open_indexer(config, role="reindex" if force else "sync")
+        if bar is None and progress is None:
+            bar = ProgressBar("reindex" if force else "sync")
         try:
             summary = sync_once(ix, force=force, personas=personas, progress=progress or bar,
                                 retry_bad=retry_bad)
@@ -62,6 +73,9 @@ def run_sync(config: Config, *, force: bool = False, personas: Sequence[str] | N
         except (OSError, sqlite3.Error, peewee.PeeweeException) as exc:
             from indexer.core.errors import describe
 
+            named = storage_refusal(exc, command_places(config), "reindex" if force else "sync")
+            if named is not None:
+                raise CliError(f"{named} — the last committed batch is intact; rerun sync after the fix") from None
             raise CliError(f"sync failed: {describe(exc)} — the last committed batch is intact; fix the cause "
                            "(disk space, permissions) and rerun sync") from None
         finally:
@@ -97,6 +111,9 @@ def _state(config: Config) -> StateDB:
     except (OSError, sqlite3.Error, peewee.PeeweeException) as exc:
         from indexer.core.errors import describe
 
+        named = storage_refusal(exc, [config.index.dir], f"opening the state database {config.state_db_path}")
+        if named is not None:
+            raise named from None
         raise CliError(f"cannot open the state database {config.state_db_path}: {describe(exc)}; check that "
                        "the index folder is writable") from None
 
@@ -172,9 +189,10 @@ def _project_through_daemon(config: Config, args) -> int:
     from urllib.parse import quote
 
     path = f"/v1/admin/projects/{quote(args.name, safe='')}/sessions" + ("" if args.action == "add" else "/remove")
+    token = _token(config, f"project {args.action}")
     try:
         response = httpx.post(base + path, json={"labels": list(args.labels)},
-                              headers={"Authorization": f"Bearer {_token(config)}"}, timeout=30)
+                              headers={"Authorization": f"Bearer {token}"}, timeout=30)
     except httpx.HTTPError as exc:
         raise CliError(f"a daemon holds the index but its API did not answer ({exc}); "
                        "check `journalctl -u ledger-indexer`") from None

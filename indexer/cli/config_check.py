@@ -12,6 +12,7 @@ from pathlib import Path
 
 from indexer.cli.common import EXIT_FAIL, EXIT_OK, print_json
 from indexer.runtime.config import Config, ConfigError
+from indexer.runtime.mounts import unfit_for_files
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +31,9 @@ def _writable_folder(path: Path) -> tuple[bool, str]:
         probe = probe.parent
     if not probe.is_dir():
         return False, f"{path}: {probe} is not a folder"
+    unfit = unfit_for_files(probe)
+    if unfit is not None:
+        return False, f"{path}: {unfit}"
     if not os.access(probe, os.W_OK | os.X_OK):
         return False, f"{path}: {probe} is not writable by this user"
     return True, f"{path}" + ("" if probe == path else " (will be created)")
@@ -38,6 +42,10 @@ def _writable_folder(path: Path) -> tuple[bool, str]:
 def check_ledger(config: Config) -> Check:
     from ledger.connection import LedgerUnavailable
     from ledger.reader import LedgerReader
+
+    if config.index.object_store and not config.ledger.path.exists():  # a reader machine has no ledger
+        return Check("ledger", True, f"none at {config.ledger.path}: fine for a reader of {config.index.uri} "
+                                     "(`ledger-indexer serve`); the writer (`run`) needs [ledger] path")
 
     try:
         reader = LedgerReader.open(config.ledger.path)

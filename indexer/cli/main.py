@@ -19,9 +19,15 @@ if TYPE_CHECKING:
     from indexer.core.names import TextRule
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+# `search` leaves out what scores below this unless told otherwise: a calibrated 0.000 shares nothing
+# with the query (no term, no nearby meaning), and a person reading the list has no use for it.
+# (The API and MCP keep 0.0: a program asks for the threshold it wants.)
+DEFAULT_MIN_SCORE = 0.001
 # Answered by a running daemon when one holds the index: logging is set up only if
 # the command ends up working in-process.
 FAST_COMMANDS = frozenset({"search", "get", "status"})
+# Set up logging themselves, once their first output (sync's progress bar) is on the screen.
+OWN_LOGGING = frozenset({"sync"})
 
 
 def _log_level(value: str) -> str:
@@ -59,9 +65,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--config", "-c", default=os.environ.get("LEDGER_INDEXER_CONFIG"),
                    help="TOML config file (env LEDGER_INDEXER_CONFIG)")
     p.add_argument("--log-level", default=os.environ.get("LEDGER_INDEXER_LOG_LEVEL_CLI", "info"), type=_log_level,
-                   metavar="{debug,info,warning,error,critical}")
+                   metavar="{debug,info,warning,error,critical}",
+                   help="how much to log on stderr (default info; env LEDGER_INDEXER_LOG_LEVEL_CLI)")
     p.add_argument("--version", action=_Version, help="print the version and exit")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", help="what to do (`COMMAND --help`)")
 
     run = sub.add_parser("run", help="run the daemon: tail the ledger, serve the HTTP API")
     run.add_argument("--demo-hints", action="store_true", help=argparse.SUPPRESS)
@@ -71,57 +78,69 @@ def _parser() -> argparse.ArgumentParser:
     sync = sub.add_parser("sync", help="run one sync pass and print a summary")
     sync.add_argument("--force", action="store_true", help="rebuild every persona beside the live index")
     sync.add_argument("--persona", action="append", help="only this persona (repeatable)")
-    sync.add_argument("--json", action="store_true")
+    sync.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     sync.add_argument("--retry-bad", action="store_true",
                       help="build every turn recorded as bad again now (status lists them)")
 
     reindex = sub.add_parser("reindex", help="forced reindex (delegated to a running daemon)")
-    reindex.add_argument("--persona", action="append")
-    reindex.add_argument("--json", action="store_true")
+    reindex.add_argument("--persona", action="append", help="only this persona (repeatable; default: all)")
+    reindex.add_argument("--json", action="store_true", help="print the summary as one JSON object")
 
     search = sub.add_parser("search", help="memory_search from the command line")
-    search.add_argument("query", nargs="?")
-    search.add_argument("--persona")
-    search.add_argument("--session")
-    search.add_argument("--scope", choices=["persona", "project", "session"], default="persona")
-    search.add_argument("--source", action="append", choices=["sessions", "memory"], dest="sources")
-    search.add_argument("-n", "--max-results", type=int, default=6)
-    search.add_argument("--min-score", type=float, default=0.0)
-    search.add_argument("--mode", choices=["hybrid", "vector", "keyword"], default="hybrid")
+    search.add_argument("query", nargs="?", help="what to look for, in plain words (at most 2,000 characters)")
+    search.add_argument("--persona", help="the ledger's persona_id to search (required without --batch)")
+    search.add_argument("--session", help="the caller's session label: its private session becomes visible, and "
+                                          "the project and session scopes are relative to it")
+    search.add_argument("--scope", choices=["persona", "project", "session"], default="persona",
+                        help="persona (default): every shared session; project: the sessions of --session's "
+                             "projects; session: --session only")
+    search.add_argument("--source", action="append", choices=["sessions", "memory"], dest="sources",
+                        help="search only this source (repeatable; default: both)")
+    search.add_argument("-n", "--max-results", type=int, default=6, help="at most this many results (default 6)")
+    search.add_argument("--min-score", type=float, default=DEFAULT_MIN_SCORE,
+                        help=f"leave out results scoring below this, 0..1 (default {DEFAULT_MIN_SCORE}: "
+                             "hides matches that share nothing with the query)")
+    search.add_argument("--mode", choices=["hybrid", "vector", "keyword"], default="hybrid",
+                        help="hybrid (default): vector and keyword fused; vector or keyword alone")
     search.add_argument("--batch", metavar="FILE|-", help="one JSON request per line; one response per line")
-    search.add_argument("--json", action="store_true")
+    search.add_argument("--json", action="store_true", help="print the response as one JSON object")
 
     get = sub.add_parser("get", help="print a stored document")
-    get.add_argument("path")
-    get.add_argument("--persona", required=True)
-    get.add_argument("--from", dest="from_line", type=int, default=1)
-    get.add_argument("--lines", type=int, default=None)
-    get.add_argument("--json", action="store_true")
+    get.add_argument("path", help="a document path from a search result (sessions/<label>/turns/<turn>.md)")
+    get.add_argument("--persona", required=True, help="the ledger's persona_id the document belongs to")
+    get.add_argument("--session", help="the caller's session label: the documents of its private session are "
+                                       "visible to it (as to `search --session`)")
+    get.add_argument("--from", dest="from_line", type=int, default=1, help="first line to print, 1-based")
+    get.add_argument("--lines", type=int, default=None, help="how many lines to print (default: to the end)")
+    get.add_argument("--json", action="store_true", help="print the document as one JSON object")
 
     status = sub.add_parser("status", help="cursor, lag, documents per persona")
-    status.add_argument("--json", action="store_true")
+    status.add_argument("--json", action="store_true", help="print the report as one JSON object")
 
     redact = sub.add_parser("redact", help="redact stdin to stdout")
     redact.add_argument("--jsonl", action="store_true", help='JSON lines {"text": ...} in, text+findings out')
 
     project = sub.add_parser("project", help="project membership (scope 'project')")
-    psub = project.add_subparsers(dest="action", required=True)
-    for action in ("add", "remove"):
-        pa = psub.add_parser(action)
-        pa.add_argument("name")
-        pa.add_argument("labels", nargs="+", metavar="SESSION_LABEL")
-    psub.add_parser("list").add_argument("--json", action="store_true")
+    psub = project.add_subparsers(dest="action", required=True, metavar="ACTION", help="add, remove or list")
+    for action, what in (("add", "add sessions to a project (created when new)"),
+                         ("remove", "remove sessions from a project")):
+        pa = psub.add_parser(action, help=what)
+        pa.add_argument("name", help="the project's name")
+        pa.add_argument("labels", nargs="+", metavar="SESSION_LABEL", help="a session label (one or more)")
+    psub.add_parser("list", help="every project and its sessions") \
+        .add_argument("--json", action="store_true", help="print the projects as one JSON object")
 
     session = sub.add_parser("session", help="session settings")
-    ssub = session.add_subparsers(dest="action", required=True)
-    vis = ssub.add_parser("visibility")
-    vis.add_argument("label")
-    vis.add_argument("visibility", choices=["private", "shared"])
+    ssub = session.add_subparsers(dest="action", required=True, metavar="ACTION", help="visibility")
+    vis = ssub.add_parser("visibility", help="make a session private (searchable only with --session LABEL) "
+                                             "or shared again")
+    vis.add_argument("label", help="the session's label")
+    vis.add_argument("visibility", choices=["private", "shared"], help="private or shared")
 
     config_cmd = sub.add_parser("config", help="configuration: `config check` tests that it is ready to run")
-    csub = config_cmd.add_subparsers(dest="action", required=True)
+    csub = config_cmd.add_subparsers(dest="action", required=True, metavar="ACTION", help="check")
     csub.add_parser("check", help="check the ledger, index folder, model, tokens and sinks (reads only)") \
-        .add_argument("--json", action="store_true")
+        .add_argument("--json", action="store_true", help="print the checks as one JSON object")
     mcp = sub.add_parser("mcp", help="serve memory_search and memory_get over MCP (stdio) for one agent process",
                          description="MCP over stdio. The persona, the session and the widest scope are fixed "
                                      "here, never by a tool call. A running daemon answers the calls when there "
@@ -133,7 +152,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="the widest scope a tool call may search (a call may only narrow it; default persona)")
 
     demo = sub.add_parser("demo", help="write a demo ledger and a config for it")
-    demo.add_argument("--dir", required=True, type=Path)
+    demo.add_argument("--dir", required=True, type=Path, help="the folder to write the demo into (created)")
     return p
 
 
@@ -205,7 +224,11 @@ def cmd_demo(args) -> int:
     if kept:
         print(f"kept as they were: {', '.join(kept)} (delete them for fresh demo files)")
     print(f"demo ledger and config: {config}")
-    print(f"next: ledger-indexer --config {config} sync")
+    # Both ways on: `make run` starts the daemon right after this, and a `sync` is refused while it
+    # holds the index (it syncs by itself).
+    print(f"next: ledger-indexer --config {config} sync   (index it once, with no daemon running)")
+    print(f"  or: ledger-indexer --config {config} run    (the daemon: it indexes and keeps up by itself; "
+          "then use status and search)")
     return EXIT_OK
 
 
@@ -219,10 +242,17 @@ def cmd_redact(args) -> int:
 
 
 def cmd_sync(args) -> int:
-    from indexer.cli.commands import run_sync
+    from indexer.cli.progress_bar import ProgressBar
 
-    return run_sync(_config(args), force=args.force, personas=args.persona, as_json=args.json,
-                    retry_bad=args.retry_bad)
+    bar = ProgressBar("reindex" if args.force else "sync")  # on a terminal: drawn now, the total comes later
+    try:
+        ensure_logging()
+        from indexer.cli.commands import run_sync
+
+        return run_sync(_config(args), force=args.force, personas=args.persona, as_json=args.json,
+                        retry_bad=args.retry_bad, bar=bar)
+    finally:
+        bar.close()
 
 
 def cmd_reindex(args) -> int:
@@ -257,7 +287,7 @@ def cmd_get(args) -> int:
     from indexer.cli.queries import run_get
 
     return run_get(args.config, lambda: _config(args), args.persona, args.path, args.from_line, args.lines,
-                   as_json=args.json)
+                   as_json=args.json, session=args.session)
 
 
 def _check_names(*checks: tuple[TextRule, str]) -> None:
@@ -318,6 +348,33 @@ COMMANDS = {
 }
 
 
+#: A reader closed the pipe early (``| head -1``): the exit status of a program killed by SIGPIPE.
+EXIT_PIPE_CLOSED = 128 + 13
+
+
+def _stdout_closed() -> int:
+    """Quiet from here: what is still buffered for stdout goes nowhere instead of raising again at
+    exit ("Exception ignored ... BrokenPipeError")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout with no descriptor (a test's StringIO)
+        pass
+    return EXIT_PIPE_CLOSED
+
+
+def _storage_refusal(args, exc: BaseException) -> CliError | None:
+    """``exc`` named by its storage cause (``indexer.cli.storage_door``), read through the folders
+    the config names when it loads; None when it has no storage cause."""
+    from indexer.cli.storage_door import command_places, storage_refusal
+
+    try:
+        places = command_places(_config(args))
+    except Exception:  # the config is not what failed here: classify without its folders
+        places = []
+    return storage_refusal(exc, places, " ".join(filter(None, (args.command, getattr(args, "action", None)))))
+
+
 def main(argv: list[str] | None = None) -> int:
     # Lance's Rust logger warns on every vector query without `_distance` and on
     # every new table; our own structured events say what matters.
@@ -337,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         configure_logging(level=args.log_level, stream=stream)
 
     defer_logging(setup_logging)
-    if args.command not in FAST_COMMANDS or getattr(args, "batch", None):
+    if args.command not in FAST_COMMANDS | OWN_LOGGING or getattr(args, "batch", None):
         ensure_logging()
     try:
         return COMMANDS[args.command](args)
@@ -346,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `search ... | head -1`: the reader has what it wanted; nothing to report
+        return _stdout_closed()
     except Exception as exc:  # a bug or an unforeseen failure: one line, the traceback only at debug level
         config_module = sys.modules.get("indexer.runtime.config")  # loaded by whatever raised it
         if config_module is not None and isinstance(exc, config_module.ConfigError):
@@ -357,6 +416,10 @@ def main(argv: list[str] | None = None) -> int:
         import structlog
 
         structlog.get_logger("indexer.cli").debug("cli.unexpected_error", command=args.command, exc_info=exc)
+        named = _storage_refusal(args, exc)
+        if named is not None:  # a full disk, a read-only file system, permission: not a bug, and its fix
+            print(f"ledger-indexer: {named}", file=sys.stderr)
+            return named.code
         print(f"ledger-indexer: {args.command} failed: {describe(exc)} "
               "(run with --log-level debug for the traceback; please report it)", file=sys.stderr)
         return EXIT_FAIL

@@ -79,20 +79,23 @@ def _search_here(config: Config, body: dict) -> dict:
 
 
 def run_get(config_path: str | None, load: ConfigLoader, persona: str, path: str, from_line: int,
-            lines: int | None, *, as_json: bool) -> int:
+            lines: int | None, *, as_json: bool, session: str | None = None) -> int:
+    """``session``: the caller's session label: a private session's documents are visible to it."""
     if from_line < 1 or (lines is not None and lines < 1):
         raise CliError("--from and --lines must be positive", EXIT_USAGE)
     daemon, config = _daemon(config_path, load)
     if daemon is not None:
-        found = daemon.answer("GET", "/v1/memory_get",
-                              query={"persona": persona, "path": path, "from": from_line, "lines": lines})
+        query = {"persona": persona, "path": path, "from": from_line, "lines": lines, "session": session}
+        found = daemon.answer("GET", "/v1/memory_get", query={k: v for k, v in query.items() if v is not None})
     else:
         ensure_logging()
+        if not config.index.object_store and not config.state_db_path.exists():  # never create an empty one
+            raise CliError(f"no index at {config.index.dir}: run `ledger-indexer sync` or start the daemon")
         from indexer.search.retrieval import DocumentNotFound, get_document
         from indexer.search.searcher import SearchError
 
         try:
-            found = get_document(config, persona, path, from_line=from_line, lines=lines).as_dict()
+            found = get_document(config, persona, path, from_line=from_line, lines=lines, session=session).as_dict()
         except DocumentNotFound as exc:
             raise CliError(str(exc)) from None
         except SearchError as exc:
@@ -155,8 +158,13 @@ def print_status(report: dict) -> None:
             line += (f"; the last {daemon['consecutive_errors']} in a row, the latest: {daemon.get('last_error')} "
                      "— fix the cause (see `journalctl -u ledger-indexer`); search serves what is indexed")
         print(line)
+        if daemon.get("progress"):  # a pass running now: "backfill 1,234/5,000 documents, 52/s, ETA 1 min 12 s"
+            print(f"  running: {daemon['progress']['text']}")
+    running = ((daemon or {}).get("progress") or {}).get("personas") or {}
     for persona, p in report["personas"].items():
-        print(f"  {persona}: cursor {p['cursor']}, lag {p['lag']}, {p['documents']} documents, "
+        counted = running.get(persona)
+        pass_note = f" (this pass: {counted['done']:,}/{counted['total']:,} documents)" if counted else ""
+        print(f"  {persona}: cursor {p['cursor']}{pass_note}, lag {p['lag']}, {p['documents']} documents, "
               f"{p['bad_rows_skipped']} bad rows skipped, {p['pending_turns']} pending turns, "
               f"{p.get('truncated_documents', 0)} truncated documents")
         bad = p.get("bad_turns") or []

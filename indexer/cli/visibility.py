@@ -83,9 +83,10 @@ def _through_daemon(config: Config, label: str, visibility: str) -> VisibilityCh
     from indexer.cli.client import _base_url, _token
 
     base = _base_url(config)
+    token = _token(config, "session visibility")
     try:
         response = httpx.put(base + "/v1/admin/sessions/visibility", json={"label": label, "visibility": visibility},
-                             headers={"Authorization": f"Bearer {_token(config)}"}, timeout=30)
+                             headers={"Authorization": f"Bearer {token}"}, timeout=30)
     except httpx.HTTPError as exc:
         raise CliError(f"a daemon holds the index but its API did not answer ({exc}); "
                        "check `journalctl -u ledger-indexer`") from None

@@ -165,6 +165,8 @@ class SyncConfig(_Section):
     # on SIGTERM (a check between writes) and redo less after a crash. Embedding memory is
     # bounded by [embedding] max_batch_tokens, not by this.
     docs_per_write: int = Field(128, ge=1, le=10_000)
+    # a pass still running logs `sync.progress` (done, total, rate, ETA) this often
+    progress_log_seconds: float = Field(10.0, gt=0)
 
 
 class Config(_Section):

@@ -80,11 +80,11 @@ _BY_ERRNO = {
 _BY_TEXT = (
     (re.compile(r"no space left on device|os error 28\b|\bdisk (?:\(or quota\) )?is full|disk quota exceeded"
                 r"|os error 122\b", re.IGNORECASE), StorageCause.DISK_FULL),
-    (re.compile(r"read-only file system|os error 30\b|attempt to write a readonly database", re.IGNORECASE),
-     StorageCause.READ_ONLY),
+    (re.compile(r"read-only file system|os error 30\b", re.IGNORECASE), StorageCause.READ_ONLY),
     (re.compile(r"permission denied|os error 13\b", re.IGNORECASE), StorageCause.PERMISSION),
     (re.compile(r"database disk image is malformed|file is not a database", re.IGNORECASE), StorageCause.CORRUPT),
 )
+_SQLITE_READ_ONLY_TEXT = re.compile(r"attempt to write a readonly database", re.IGNORECASE)
 _IO_TEXT = re.compile(r"disk I/O error|input/output error|os error 5\b", re.IGNORECASE)
 
 #: Less room than this is a full disk for an ambiguous error: a WAL index alone takes 32 KiB, a
@@ -171,6 +171,8 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 def _cause_of(e: BaseException, folders: list[Path]) -> StorageCause | None:
     if isinstance(e, sqlite3.Error) and isinstance(getattr(e, "sqlite_errorcode", None), int):
         code = e.sqlite_errorcode & 0xFF
+        if code == SQLITE_READONLY:  # a file system mounted read-only, or a folder or file not ours to write
+            return _read_only_or_permission(folders)
         if code in _BY_SQLITE:
             return _BY_SQLITE[code]
         if code == SQLITE_IOERR:
@@ -187,6 +189,8 @@ def _cause_of(e: BaseException, folders: list[Path]) -> StorageCause | None:
     for pattern, cause in _BY_TEXT:
         if pattern.search(text):
             return cause
+    if _SQLITE_READ_ONLY_TEXT.search(text):  # SQLite's words, without its code (a wrapped error)
+        return _read_only_or_permission(folders)
     if _IO_TEXT.search(text):
         return _probe(folders) or StorageCause.IO_ERROR
     return None
@@ -201,6 +205,14 @@ def _probe(folders: list[Path]) -> StorageCause | None:
     if any(not _writable(p) for p in folders):
         return StorageCause.PERMISSION
     return None
+
+
+def _read_only_or_permission(folders: list[Path]) -> StorageCause:
+    """"Read-only" as SQLite says it: the file system only when one of the folders is mounted so; a
+    folder this user may not write is a permission problem (a file system remount would not fix it)."""
+    if any(_read_only(p) for p in folders) or all(_writable(p) for p in folders):
+        return StorageCause.READ_ONLY
+    return StorageCause.PERMISSION
 
 
 def _fault(cause: StorageCause, error: str, folders: list[Path]) -> StorageFault:

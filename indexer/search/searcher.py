@@ -308,7 +308,11 @@ class Searcher:
         try:
             scope = self.scope_filter(request)
             table = self.retriever.active_table(request.persona)
-            if table is None and request.persona not in self.state.personas_indexed():
+            if table is None and request.persona not in (indexed := self.state.personas_indexed()):
+                if not indexed:  # nothing synced yet: the persona may well be right
+                    raise SearchError(f"nothing is indexed yet at {self.config.index.dir}: run `ledger-indexer "
+                                      "sync`, or wait for the daemon's first sync (`ledger-indexer status` shows "
+                                      "its progress)", code=1, http_status=503)
                 raise SearchError(f"unknown persona {request.persona!r}: no index holds it (persona ids are the "
                                   "ledger's persona_id, case-sensitive; `ledger-indexer status` lists them)",
                                   code=1, http_status=404)

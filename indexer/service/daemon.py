@@ -222,7 +222,8 @@ class Daemon:
                 if self.demo_hints:
                     self._print_demo_hints()
             now = time.monotonic()
-            if now - last_status > status_every:
+            self.worker.tick()  # the running pass: rate and ETA refreshed, `sync.progress` logged when due
+            if now - last_status > (1.0 if stats.running else status_every):
                 self.notifier.status(self._status_line())
                 last_status = now
             if self.worker.healthy():
@@ -238,6 +239,8 @@ class Daemon:
         if s.last_error and s.consecutive_errors:
             why = s.last_fault.message if s.last_fault is not None else s.last_error
             return f"sync failing ({s.consecutive_errors}x): {why}"[:200]
+        if s.running and s.pass_progress is not None:  # "backfill 1,234/5,000 documents, 52/s, ETA 1 min 12 s"
+            return s.pass_progress.describe()
         if s.last_summary is None:
             return "first sync running"
         return (f"synced: {s.syncs} passes, last {s.last_sync_seconds:.2f}s, "
@@ -354,7 +357,8 @@ Press Ctrl-C to stop.
         report["daemon"] = {"syncs": stats.syncs, "errors": stats.errors, "consecutive_errors": stats.consecutive_errors,
                             "last_error": stats.last_error, "ready": self.is_ready(),
                             "not_ready_reason": self.not_ready_reason(), "pid": _pid(),
-                            "reindex": self.worker.job.as_dict() if self.worker.job else None}
+                            "reindex": self.worker.job.as_dict() if self.worker.job else None,
+                            "progress": progress.as_dict() if (progress := stats.pass_progress) else None}
         return report
 
     def _chunks(self, persona: str) -> int | None:
@@ -379,7 +383,8 @@ Press Ctrl-C to stop.
         if self.indexer is None:
             return self.opening.reason() or "starting: opening the index"
         if not stats.consecutive_errors:
-            return "starting: the first sync is running"
+            progress = stats.pass_progress
+            return "starting: the first sync is running" + (f" ({progress.describe()})" if progress else "")
         why = stats.last_fault.message if stats.last_fault is not None else stats.last_error
         return f"{why} (the first sync failed {stats.consecutive_errors}x; it is retried with backoff)"
 

@@ -21,7 +21,7 @@ from exporters.base import SinkError
 from indexer.runtime.logs import RateLimitedLogger
 from indexer.runtime.storage_errors import StorageFault, classify
 from indexer.service.storage import storage_places
-from indexer.sync.progress import ProgressTotals
+from indexer.service.pass_progress import PassProgress, PassSnapshot
 from ledger.connection import LedgerUnavailable
 
 if TYPE_CHECKING:
@@ -71,6 +71,8 @@ class SyncStats:
     last_summary: dict | None = None
     last_progress: float = field(default_factory=time.monotonic)
     running: bool = False
+    # the running pass's progress (None between passes): replaced, never mutated
+    pass_progress: PassSnapshot | None = None
     # chunks per persona, read by the worker after each pass: status must not
     # ask the sink (its lock is held through writes, optimize and index builds)
     chunks: dict[str, int | None] = field(default_factory=dict)
@@ -90,6 +92,7 @@ class SyncWorker:
         self._not_before = 0.0
         self._errors = RateLimitedLogger(log, every_s=60)
         self._last_trim = time.monotonic()
+        self._counter: PassProgress | None = None
         self.thread = threading.Thread(target=self._loop, name="sync-worker", daemon=True)
 
     def wake(self, *, maintenance: bool = False) -> None:
@@ -114,17 +117,38 @@ class SyncWorker:
     def healthy(self) -> bool:
         return not self.stats.running or time.monotonic() - self.stats.last_progress < STALL_AFTER_S
 
-    def _progress(self) -> ProgressTotals:
-        """A fresh count for one pass: every update is a heartbeat (the watchdog), and a
-        running reindex job shows it, in documents, per persona."""
+    def _progress(self, *, force: bool) -> PassProgress:
+        """A fresh count for one pass: every update is a heartbeat (the watchdog), a running
+        reindex job shows it per persona, and the pass's snapshot (done, total, rate, ETA) is
+        published for status, readiness, ``STATUS=`` and the ``sync.progress`` log event."""
         job = self._job
 
-        def changed(state) -> None:
+        def changed() -> None:
             self.stats.last_progress = time.monotonic()
             if job is not None and job.state == "running":
-                job.progress = {p: {"done": v.done, "total": v.total} for p, v in state.items()}
+                job.progress = {p: {"done": v.done, "total": v.total} for p, v in counter.snapshot().items()}
 
-        return ProgressTotals(on_change=changed)
+        def publish(snapshot: PassSnapshot) -> None:
+            self.stats.pass_progress = snapshot
+
+        counter = PassProgress(self._pass_kind(force), publish=publish, on_update=changed,
+                               log_every_s=self.d.config.sync.progress_log_seconds)
+        self._counter = counter
+        return counter
+
+    def _pass_kind(self, force: bool) -> str:
+        if force:
+            return "reindex"
+        if not self.stats.first_success and not self.d.indexer.state.personas_indexed():
+            return "backfill"  # the first one: nothing indexed yet
+        return "sync"
+
+    def tick(self) -> None:
+        """Called about every second by the daemon's main loop: the running pass's snapshot is
+        refreshed (rate and ETA move on between writes) and logged when due."""
+        counter = self._counter
+        if counter is not None and self.stats.running:
+            counter.tick()
 
     def _loop(self) -> None:
         stop = self.d.stop_event
@@ -158,7 +182,7 @@ class SyncWorker:
         started = time.monotonic()
         try:
             summary = sync_once(self.d.indexer, force=force, personas=personas, stop=self.d.stop_event,
-                                progress=self._progress())
+                                progress=self._progress(force=force))
         except (LedgerUnavailable, SinkError, OSError, RuntimeError, ValueError) as exc:
             self._failed(exc, started)
             return None
@@ -166,7 +190,7 @@ class SyncWorker:
             self._failed(exc, started)
             return None
         finally:
-            stats.running = False
+            stats.running, stats.pass_progress, self._counter = False, None, None
             stats.first_pass_done = True
         seconds = time.monotonic() - started
         stats.syncs += 1
