@@ -15,6 +15,7 @@ that does not exist yet is skipped with a note):
 - ``recurring_cost`` — ``bench.recurring_cost``
 - ``objectstore`` — ``bench.objectstore``
 - ``embed_memory`` — ``bench.embed_memory``
+- ``fold_cost`` — ``bench.fold_cost``
 
 Each writes its markdown section to ``bench/out/<name>.md`` (run_all also
 accepts ``bench/out/<module name>.md``). With ``--only`` (or
@@ -59,6 +60,7 @@ BENCHES = (
     Bench("recurring_cost", "bench.recurring_cost"),
     Bench("objectstore", "bench.objectstore"),
     Bench("embed_memory", "bench.embed_memory"),
+    Bench("fold_cost", "bench.fold_cost"),
 )
 
 

@@ -117,7 +117,7 @@ def test_helpers():
     assert md_table(["a", "b"], [[1, 2]]).splitlines()[1] == "| :--- | ---: |"
     assert [b.name for b in BENCHES] == ["redaction", "locomo", "latency", "ann", "daemon", "kill_campaign",
                                          "cli_latency", "mcp_latency", "noop_pass", "recurring_cost", "objectstore",
-                                         "embed_memory"]
+                                         "embed_memory", "fold_cost"]
     assert "git commit" in header({"locomo": {"status": "ok", "seconds": 1.0}}, quick=True)
 
 
