@@ -1,0 +1,534 @@
+"""Credentials stated in language (issue 34): a cue word near a credential-shaped value.
+
+People give passwords in sentences, not assignments: "log in as build with password
+Sparrow1979&", "9RycyrVWSvodSl3efw is the password for the prod Postgres", "Das Passwort
+für Jenkins ist …", "creds deploy:Sparrow1994$", an answer that gives the password the
+question asked for. Rather than one pattern per phrasing, one rule:
+
+* a **cue** (password and its forms in other languages, pass, pw, passphrase, creds, login,
+  sign in, …) found by a literal scan of the lowercased text;
+* **candidate values**: the whitespace-separated tokens in a short window around the cue
+  (after it on its line, before it on its line, or the first line of the next message of
+  the turn when the cue is in the message before);
+* each candidate **judged on its own shape** (:func:`shape`): ``weak`` (could be a
+  password if the sentence says so: a digit, a symbol or an inner capital, not an id),
+  ``medium`` (credential-shaped on its own: random casing, password symbols, leetspeak,
+  a generated passphrase) or nothing (a word, a URL, a path, a host, a version, a UUID, a
+  hash, an identifier, code). A value right after the cue (or after a linker: ``:``,
+  ``is``, ``ist``, ``est``, ``→``…) may be ``weak``; anywhere else in the window it must be
+  ``medium``.
+
+Pure functions over (text, ascii-lowercased text) like :mod:`redaction.detectors`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from .detectors import BLANK, _masked
+from .entropy import is_code_reference, is_placeholder, shannon
+
+Candidate = tuple[str, int, int, int]
+
+__all__ = ["find_stated_passwords", "shape", "detectors"]
+
+# --------------------------------------------------------------------------
+# Cues
+# --------------------------------------------------------------------------
+
+# cue stem -> kind. "pw": a password word (a value right after it may be weak);
+# "login": a login/credentials word (values must be medium on their own).
+# Stems are matched at a word start; _cue_end extends them over the rest of the word.
+_CUES: dict[str, str] = {
+    # English
+    "password": "pw", "passwd": "pw", "passcode": "pw", "passphrase": "pw", "pass phrase": "pw",
+    "pass word": "pw", "pass": "pw", "pwd": "pw", "pw": "pw", "pword": "pw",
+    "creds": "login", "credentials": "login", "credential": "login", "login": "login", "log in": "login",
+    "log into": "login", "logged in": "login", "logged into": "login", "sign in": "login", "signin": "login", "sign-in": "login",
+    "basic auth": "login", "auth": "login", "prompt": "login", "unlock": "login",
+    # token / secret: only "<cue> is|:|= <value>", the value a token on its own (any case: "TOKEN iS …")
+    "token": "tok", "secret": "tok",
+    # German, Dutch, Scandinavian
+    "passwort": "pw", "kennwort": "pw", "zugangsdaten": "login", "wachtwoord": "pw", "inloggegevens": "login",
+    "lösenord": "pw", "losenord": "pw", "passord": "pw", "adgangskode": "pw", "salasana": "pw",
+    # French, Spanish, Portuguese, Italian, Romanian
+    "mot de passe": "pw", "mdp": "pw", "identifiants": "login", "contraseña": "pw", "contrasena": "pw",
+    "clave": "pw", "senha": "pw", "parola d'ordine": "pw", "parola": "pw", "credenziali": "login",
+    "credenciales": "login", "credenciais": "login", "parolă": "pw",
+    # Central/Eastern European, Turkish, Greek
+    "hasło": "pw", "haslo": "pw", "heslo": "pw", "jelszó": "pw", "jelszo": "pw", "lozinka": "pw",
+    "geslo": "pw", "şifre": "pw", "şifresi": "pw", "sifre": "pw", "пароль": "pw", "Пароль": "pw",
+    "ПАРОЛЬ": "pw", "пароля": "pw", "гасло": "pw", "κωδικός": "pw",
+    # Asian languages (no spaces: the value is cut off the script around it)
+    "密码": "pw", "密碼": "pw", "口令": "pw", "パスワード": "pw", "비밀번호": "pw", "암호": "pw",
+    "mật khẩu": "pw", "kata sandi": "pw", "รหัสผ่าน": "pw",
+}
+# "pass", "parola" and "clave" are ordinary words too: only as whole words.
+_WHOLE_WORD = frozenset({"auth", "pass", "pw", "pwd", "pword", "mdp", "clave", "parola", "prompt", "unlock", "login", "token",
+                         "secret"})
+# What may follow a stem inside the same word ("passwords", "Passworts", "logins", "prompted").
+_SUFFIXES = ("s", "es", "'s", "’s", "ed", "en", "er", "e", "a", "ue")
+_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+STATED_CUE_PATTERNS = tuple(sorted(_CUES))
+
+# Words linking a cue to its value: "password is X", "Passwort ist X", "mot de passe : X",
+# "contraseña es X", "senha é X", "password è X", "wachtwoord op X", "hasło to X".
+_LINKERS = frozenset("""
+: = - -- — – -> → => is was are were ist war sind est était es era é è er är on op jest to je da
+now set to of as be will would here here's it's its ist: is: are: : now: now, new temporary temp
+""".split())
+
+# Tokens in a window: runs of non-space characters.
+_TOKEN_RE = re.compile(r"\S+")
+_WINDOW_AFTER = 10       # tokens after a cue, on its line
+_WINDOW_BEFORE = 12      # tokens before a cue, on its line
+_SPAN_AFTER = 200        # characters scanned after / before a cue (bounds the work)
+_SPAN_BEFORE = 160
+
+_LEAD_TRIM = "\"'`([{<«“‘„"
+_TRAIL_TRIM = "\"'`)]}>.,;:»”’"
+
+# --------------------------------------------------------------------------
+# Value shape
+# --------------------------------------------------------------------------
+
+_PW_SYMBOLS = frozenset("!@#$%^&*+=?~|")
+_URLISH_RE = re.compile(r"[a-z][a-z0-9+.-]*://|www\.|mailto:", re.IGNORECASE)
+_EMAIL_RE = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
+_IP_RE = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?(?:/\d{1,2})?")
+_HOST_RE = re.compile(r"(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}(?::\d{1,5})?")
+_UUID_RE = re.compile(r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}")
+_VERSION_RE = re.compile(r"(?:[A-Za-z][A-Za-z-]*[-@/]?)?[vV]?\d+(?:\.\d+)+(?:[-+._][A-Za-z0-9.-]+)?")
+_DATE_RE = re.compile(r"\d{2,4}[-/.]\d{1,2}[-/.]\d{1,4}(?:[T ]\S*)?|\d{1,2}:\d{2}(?::\d{2})?(?:[.,]\d+)?[ap]?m?")
+_HEX_RE = re.compile(r"(?:0x)?[0-9a-f]{7,}|(?:0x)?[0-9A-F]{7,}")
+_DIGEST_RE = re.compile(r"(?i)(?:sha\d{1,3}|md5|blake2b?|sha|h1)[:=~-]")
+_HEX_GROUPS_RE = re.compile(r"[0-9A-Fa-f]{1,16}(?:[:-][0-9A-Fa-f]{1,16}){2,}")
+_B64_RE = re.compile(r"[A-Za-z0-9+/]{16,}={0,2}")
+# snake/kebab/dotted lowercase identifiers with numbers: "staging-db-02", "utf8mb4_unicode_ci", "python3"
+_LOWER_IDENT_RE = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)*")
+_UPPER_IDENT_RE = re.compile(r"[A-Z0-9]+(?:[-_.][A-Z0-9]+)*")
+# KEY=value with a word key: a setting, not a password ("sslmode=require", "Configuration=Release")
+_KV_RE = re.compile(r"(?:[a-z_][a-z_.-]{2,40}|[A-Z_][A-Z_.-]{2,40}|(?:[A-Z][a-z]{2,}){1,4})[=:](?!=)")
+_PATH_RE = re.compile(r"(?:[A-Za-z]:)?[\\/~]|\.{1,2}/|.*/[A-Za-z0-9_.-]+/|.*\.(?:pem|key|json|txt|p12|pfx|crt|env"
+                      r"|ya?ml|toml|ini|conf|cfg|py|js|ts|sh|go|rs|md|log|sql|zip|gz|tar|jks)$")
+_CODE_RE = re.compile(r"[(){}\[\]<>]|->|::|\$\{|\$\(|^\$(?:[A-Z0-9_]+|[a-z0-9_]+|[a-z]+(?:[A-Z][a-z0-9]+)+)$|%[A-Za-z_]+%|^%[sdqv]$")
+_PASSPHRASE_RE = re.compile(r"[A-Za-z]{3,12}(?P<sep>[-_.])(?:[A-Za-z]{3,12}|\d{1,6})(?:(?P=sep)(?:[A-Za-z]{3,12}|\d{1,6})){1,6}")
+_LEET_RE = re.compile(r"[A-Za-z][0-9@$][a-z]")
+# "Ember2020-", "Cinder1974_", "Quartz1976*": a name, a number and a symbol after it (identifiers end
+# in a letter or digit)
+_CAPWORD_NUM_SYM_RE = re.compile(r"[A-Za-z][a-z]{2,}[0-9]{2,4}[^A-Za-z0-9.\s]{1,2}")
+_HOSTISH_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*(?:\.[A-Za-z0-9-]+)+|localhost|[a-z][a-z0-9-]*")
+
+
+def _classes(v: str) -> tuple[bool, bool, bool, bool]:
+    up = lo = dg = sy = False
+    for c in v:
+        if c.isupper():
+            up = True
+        elif c.islower():
+            lo = True
+        elif c.isdigit():
+            dg = True
+        else:
+            sy = True
+    return up, lo, dg, sy
+
+
+def _id_shaped(v: str) -> bool:
+    """A value that names or points at something: URL, e-mail, IP, host, path, UUID, version,
+    date, hash, digest, code, a setting. Never a credential stated in prose."""
+    return bool(_URLISH_RE.match(v) or _EMAIL_RE.fullmatch(v) or _IP_RE.fullmatch(v)
+                or (_HOST_RE.fullmatch(v) and not any(c.isupper() for c in v))
+                or _UUID_RE.fullmatch(v) or _VERSION_RE.fullmatch(v) or _DATE_RE.fullmatch(v)
+                or _HEX_RE.fullmatch(v) or _DIGEST_RE.search(v) or _PATH_RE.match(v) or _CODE_RE.search(v)
+                or _HEX_GROUPS_RE.fullmatch(v) or ("/" in v and not _B64_RE.fullmatch(v))
+                or _KV_RE.match(v)
+                or is_code_reference(v))
+
+
+def _random_case(v: str) -> bool:
+    """Letters whose case changes inside a word the way identifiers never do: ``oxdWelD``,
+    ``sFOPrNc``, ``LHdai`` (not ``Sparrow``, ``SHA``, ``camelCase``, ``HTTPServer``)."""
+    for run in re.findall(r"[A-Za-z]{3,}", v):
+        if run.islower() or run.isupper() or (run[0].isupper() and run[1:].islower()):
+            continue
+        # camelCase / PascalCase words: every capital starts a lowercase word of 2+
+        if re.fullmatch(r"[a-z]*(?:[A-Z][a-z]{2,})+|[A-Z]{2,}[a-z]{3,}(?:[A-Z][a-z]{2,})*", run):
+            continue
+        return True
+    return False
+
+
+def _switch_ratio(v: str) -> float:
+    def cls(c: str) -> int:
+        return 0 if c.isupper() else 1 if c.islower() else 2 if c.isdigit() else 3
+    if len(v) < 2:
+        return 0.0
+    return sum(1 for a, b in zip(v, v[1:]) if cls(a) != cls(b)) / (len(v) - 1)
+
+
+def shape(v: str) -> str | None:
+    """``"medium"``: credential-shaped on its own; ``"weak"``: a password only if stated
+    as one; ``None``: not a credential (a word, an id, a name, code)."""
+    n = len(v)
+    if n < 4 or n > 128 or _masked(v) or BLANK in v or "[REDACTED:" in v:
+        return None
+    if not v.isascii() or (is_placeholder(v) and not (v[0] == "$" and _random_case(v[1:]))) or _id_shaped(v):
+        return None
+    up, lo, dg, sy = _classes(v)
+    letters = up or lo
+    pw_sym = any(c in _PW_SYMBOLS for c in v)
+    if pw_sym and "@" in v[1:-1] and not any(c in _PW_SYMBOLS for c in v.replace("@", "")) \
+            and _HOSTISH_RE.fullmatch(v.rpartition("@")[2]):
+        pw_sym = False  # user@host, not a password symbol
+    if not letters:
+        return "weak" if dg and n >= 6 and not sy else None  # "password: 84736251"
+    inner_sym = any(c in _PW_SYMBOLS for c in v[:-1].rstrip("!?"))
+    if not (dg or inner_sym or (up and lo and any(c.isupper() for c in v[1:]))):
+        return None  # a plain word or identifier ("Thanks!", "required")
+    if n >= 8 and dg:
+        if pw_sym and not v.startswith(("@", "#")):
+            return "medium"
+        if pw_sym:
+            return "medium" if sum(c in _PW_SYMBOLS for c in v) >= 2 or _random_case(v) else "weak"
+        if _CAPWORD_NUM_SYM_RE.fullmatch(v):
+            return "medium"
+        if up and lo and _switch_ratio(v) >= 0.5:
+            return "medium"  # "eEgz2Ip31": case and digits alternate
+        if _random_case(v) and shannon(v) >= 2.8:
+            return "medium"
+        if _LEET_RE.search(v) and up and lo:
+            return "medium"
+        m = _PASSPHRASE_RE.fullmatch(v)
+        if m is not None:
+            return "medium" if up and lo else "weak"
+        if not (up and lo) and n >= 10 and _switch_ratio(v) >= 0.35 and shannon(v) >= 3.0 \
+                and sum(c.isdigit() for c in v) >= 2 and sum(c.isalpha() for c in v) >= 3:
+            return "medium"  # one case, letters and digits switching often: "j6pyhuykzv", "X7K9M2P4Q8"
+    elif n >= 8 and pw_sym and up and lo and _random_case(v):
+        return "medium"
+    if _LOWER_IDENT_RE.fullmatch(v) or _UPPER_IDENT_RE.fullmatch(v):
+        return "weak" if dg and _PASSPHRASE_RE.fullmatch(v) else None
+    return "weak"
+
+
+# --------------------------------------------------------------------------
+# Scanning
+# --------------------------------------------------------------------------
+
+def _cue_hits(text: str, low: str) -> list[tuple[int, int, str]]:
+    """(start, end, kind) of each cue, extended over the rest of its word."""
+    out = []
+    for stem, kind in _CUES.items():
+        i = low.find(stem)
+        while i >= 0:
+            j = i + len(stem)
+            if i == 0 or not (low[i - 1].isalnum() or low[i - 1] in _GLUE):
+                end = _cue_end(low, j, stem in _WHOLE_WORD)
+                if end is not None and (end >= len(low) or low[end] not in _GLUE
+                                        or (low[end] in ".-" and (end + 1 == len(low) or low[end + 1].isspace()))):
+                    if kind != "tok" or _odd_case(text[i:end]):
+                        out.append((i, end, kind))
+            i = low.find(stem, i + 1)
+    out.sort()
+    return out
+
+
+# A cue glued to an identifier is a name, not a word of a sentence: $PWD, GITHUB_TOKEN,
+# password_hash, --password (flags are judged by the CLI rules), ~/.pgpass.
+_GLUE = frozenset("$_-./\\@#%")
+
+
+def _odd_case(word: str) -> bool:
+    """``TOKEN``, ``SeCrEt``, ``ToKeN``: how a shouted or mangled word looks (``token`` and ``Token``
+    after "is"/":" are the other rules' business)."""
+    return not (word.islower() or (word[0].isupper() and word[1:].islower()))
+
+
+def _cue_end(low: str, j: int, whole: bool) -> int | None:
+    if j >= len(low) or not low[j].isalpha():
+        return j
+    if not low[j].isascii():
+        return j if not low[j].isalpha() or not low[j - 1].isascii() else None
+    k = j
+    while k < len(low) and low[k] in _LETTERS:
+        k += 1
+    suffix = low[j:k]
+    if suffix in _SUFFIXES and not (whole and suffix not in ("s", "es", "ed", "'s")):
+        return k
+    return None
+
+
+def _line_bounds(text: str, s: int, e: int) -> tuple[int, int]:
+    ls = text.rfind("\n", 0, s) + 1
+    le = text.find("\n", e)
+    return ls, (len(text) if le < 0 else le)
+
+
+def _trim(text: str, s: int, e: int) -> tuple[int, int]:
+    while s < e and (text[s] in _LEAD_TRIM or not text[s].isascii()):
+        s += 1
+    while e > s and (text[e - 1] in _TRAIL_TRIM or not text[e - 1].isascii()):
+        e -= 1
+    while e - s > 2 and text[s] == "*" and text[e - 1] == "*":
+        s, e = s + 1, e - 1  # Markdown emphasis around the value
+    while e > s and (text[e - 1] in _TRAIL_TRIM or not text[e - 1].isascii()):
+        e -= 1
+    # a closing bracket or quote the value opened stays ("Qy(7R…" keeps its own)
+    return s, e
+
+
+def _tokens(text: str, lo: int, hi: int) -> list[tuple[int, int]]:
+    out = []
+    for m in _TOKEN_RE.finditer(text, lo, hi):
+        s, e = m.span()
+        # non-ASCII script glued to the value ("密码是Abc…", "«Xyz»") is not part of it
+        out.append((s, e))
+    return out
+
+
+_HEX_TOKEN_RE = re.compile(r"[0-9a-fA-F]{32,128}")
+
+
+def _token_after(text: str, ce: int, toks: list[tuple[int, int]], seen: set[int]) -> Iterator[Candidate]:
+    """"TOKEN iS X", "SeCrEt: X": a linker right after the cue, then a value that is a token on its own."""
+    linked = text.startswith((":", "="), ce)
+    for s, e in toks[:3]:
+        raw = text[s:e]
+        if _is_linker(raw):
+            linked = True
+            continue
+        if not linked:
+            return
+        ts, te = _trim(text, s, e)
+        v = text[ts:te]
+        if ts not in seen and len(v) >= 16 and (_HEX_TOKEN_RE.fullmatch(v) or shape(v) == "medium") \
+                and not _UUID_RE.fullmatch(v):
+            seen.add(ts)
+            yield ("stated-credential", ts, te, 0)
+        return
+
+
+_PUNCT_LINK = frozenset(":=-—–>→/|,")
+
+
+def _is_linker(tok: str) -> bool:
+    t = tok.lower().strip("\"'`")
+    return t in _LINKERS or (t.endswith(":") and t[:-1] in _LINKERS) or (bool(t) and all(c in _PUNCT_LINK for c in t))
+
+
+_MSG_RE = re.compile(r"(?m)^(?:User|Assistant|user|assistant|USER|ASSISTANT):[ \t]*")
+
+
+def find_stated_passwords(text: str, low: str) -> Iterator[Candidate]:
+    hits = _cue_hits(text, low)
+    if not hits:
+        return
+    seen: set[int] = set()
+    for cs, ce, kind in hits:
+        ls, le = _line_bounds(text, cs, ce)
+        # ---- after the cue, on its line
+        toks = _tokens(text, ce, min(le, ce + _SPAN_AFTER))[:_WINDOW_AFTER]
+        if text.startswith((".", "!", "?"), ce) and (ce + 1 >= len(text) or text[ce + 1].isspace()):
+            toks = []  # "… reset your password." ends the sentence: nothing is stated after it
+        if kind == "tok":
+            yield from _token_after(text, ce, toks, seen)
+            continue
+        adjacent = True   # only linkers so far between the cue and this token
+        after_link = True  # the previous token links to this one ("… ist X", "temporal: X")
+        for s, e in toks:
+            raw = text[s:e]
+            ts, te = _trim(text, s, e)
+            if te <= ts:
+                after_link = True
+                continue
+            v = text[ts:te]
+            link = _is_linker(raw) or (raw.endswith(":") and len(raw) > 1)
+            if adjacent and link:
+                continue
+            sh = shape(v)
+            if sh == "medium" or (sh == "weak" and kind == "pw" and (adjacent or after_link)):
+                if ts not in seen:
+                    seen.add(ts)
+                    yield ("stated-password", ts, te, 0)
+            elif raw[-1] in ".!?" and (e >= len(text) or text[e].isspace()):
+                break  # the sentence ended before a value
+            adjacent = False
+            after_link = link
+        # ---- before the cue, on its line
+        before = _tokens(text, max(ls, cs - _SPAN_BEFORE), cs)[-_WINDOW_BEFORE:]
+        for s, e in before:
+            ts, te = _trim(text, s, e)
+            if te > ts and ts not in seen and shape(text[ts:te]) == "medium":
+                seen.add(ts)
+                yield ("stated-password", ts, te, 0)
+    yield from _across_messages(text, low, hits, seen)
+
+
+def _across_messages(text: str, low: str, hits: list[tuple[int, int, str]], seen: set[int]) -> Iterator[Candidate]:
+    """A turn "User: …\\n\\nAssistant: …": a cue in one message, the value in the next
+    (the question and its answer), or a message that is only a value next to a message
+    with a cue ("kesiP80…" then "Thanks, I'm logged in")."""
+    starts = [m for m in _MSG_RE.finditer(text)]
+    if len(starts) < 2:
+        return
+    spans = []
+    for i, m in enumerate(starts):
+        end = starts[i + 1].start() if i + 1 < len(starts) else len(text)
+        spans.append((m.end(), end))
+    has_cue = [any(s <= cs < e for cs, _ce, _k in hits) for s, e in spans]
+    for i, (s, e) in enumerate(spans):
+        body_end = e
+        while body_end > s and text[body_end - 1].isspace():
+            body_end -= 1
+        first_le = text.find("\n", s, body_end)
+        first_le = body_end if first_le < 0 else first_le
+        toks = _tokens(text, s, first_le)
+        alone = len(toks) <= 3
+        cue_before = i > 0 and has_cue[i - 1]
+        cue_after = i + 1 < len(spans) and has_cue[i + 1] and len(_tokens(text, s, body_end)) <= 3
+        if not (cue_before or cue_after):
+            continue
+        for k, (ts0, te0) in enumerate(toks[:12]):
+            ts, te = _trim(text, ts0, te0)
+            if te <= ts or ts in seen:
+                continue
+            sh = shape(text[ts:te])
+            if sh == "medium" or (sh == "weak" and cue_before and (k == 0 or alone)):
+                seen.add(ts)
+                yield ("stated-password", ts, te, 0)
+
+
+# --------------------------------------------------------------------------
+# user:password in running text
+# --------------------------------------------------------------------------
+
+# "logged in with ops:Z3phyr_322", "creds deploy:Sparrow1994$": a short lowercase user name,
+# a colon, a value that is credential-shaped on its own. Schemes and digests are not users.
+_USER_PW_RE = re.compile(r"(?<![A-Za-z0-9_@/:.\\-])(?P<u>[a-z][a-z0-9._-]{1,31}):(?P<p>[^\s:/]{6,128})"
+                         r"(?=[\s,;.!?)\]'\"`]|$)")
+_NOT_USERS = frozenset("""
+h1 h2 h3 http https ftp sftp ssh git file mailto tel data urn arn sha sha1 sha256 sha384 sha512 md5 base64 b64 hex npm pkg
+docker oci registry image tag ref refs origin upstream key secret token id uuid env var type kind name label
+""".split())
+USER_PW_PATTERNS = (_USER_PW_RE.pattern,)
+
+
+def find_user_colon_passwords(text: str, low: str) -> Iterator[Candidate]:
+    i = text.find(":")
+    if i < 0:
+        return
+    for m in _USER_PW_RE.finditer(text):
+        if m.group("u") in _NOT_USERS or m.group("u").endswith((".", "-", "_")):
+            continue
+        s, e = _trim(text, *m.span("p"))
+        sh = shape(text[s:e]) if e > s else None
+        if sh == "medium" or (sh == "weak" and _cue_on_line(text, low, s)):
+            yield ("stated-password", s, e, 0)
+
+
+def _cue_on_line(text: str, low: str, pos: int) -> bool:
+    """A login or password cue on the line of ``pos`` ("basic auth", "creds", "login")."""
+    ls, le = _line_bounds(text, pos, pos)
+    return any(kind != "tok" for _s, _e, kind in _cue_hits(text[ls:le], low[ls:le]))
+
+
+# --------------------------------------------------------------------------
+# Passphrases of words ("The passphrase is fossil lotus quartz 7624")
+# --------------------------------------------------------------------------
+
+_WORDS_AFTER_RE = re.compile(
+    r"(?:pass ?phrase|passwort|password|mot de passe|contraseña|senha|wachtwoord|kennwort)s?"
+    r"(?:[ \t]+(?:is|was|ist|est|es|é|è|:|=|->|→))?[ \t]*[:=→]?[ \t]*[\"'`]?"
+    r"(?P<v>[a-z]{3,12}(?: [a-z]{3,12}){2,7}(?: \d{1,6})?|[a-z]{3,12}(?: [a-z]{3,12}){1,7} \d{1,6})"
+    r"(?![A-Za-z0-9])")
+_STOPWORDS = frozenset("""
+the a an and or not but is are was were be been being to of in on at by for from with without as that this these
+those it its your my our their his her you we they he she them us me at least most more less than characters chars
+char words word letters long short required needed must should can will would may might optional empty set reset
+change changed stored saved hashed encrypted protected same different new old wrong right correct incorrect valid
+invalid expired field prompt manager policy here there when then also only just still please every each any all
+some no yes ok via into onto over under about after before again too very one two three four five six seven eight
+""".split())
+PASSPHRASE_PATTERNS = (_WORDS_AFTER_RE.pattern,)
+
+
+def find_word_passphrases(text: str, low: str) -> Iterator[Candidate]:
+    for m in _WORDS_AFTER_RE.finditer(low):
+        words = m.group("v").split()
+        if any(w in _STOPWORDS for w in words):
+            continue
+        yield ("stated-password", m.start("v"), m.end("v"), 0)
+
+
+# --------------------------------------------------------------------------
+# A value stated right after a private key block (its passphrase)
+# --------------------------------------------------------------------------
+
+_KEY_END_RE = re.compile(r"private key-----")
+# words and a number: "zephyr pepper cinder 5486" (a diceware passphrase)
+_WORD_RUN_RE = re.compile(r"(?<![A-Za-z0-9])[a-z]{3,12}(?: [a-z]{3,12}){2,8} \d{1,6}(?![A-Za-z0-9])")
+KEY_AFTER_PATTERNS = (_KEY_END_RE.pattern,)
+
+
+def find_after_private_key(text: str, low: str) -> Iterator[Candidate]:
+    for m in _KEY_END_RE.finditer(low):
+        if low.rfind("-----end", max(0, m.start() - 40), m.start()) < 0:
+            continue
+        # the next three non-empty lines
+        pos, lines = m.end(), 0
+        while lines < 3 and pos < len(text):
+            nl = text.find("\n", pos)
+            end = len(text) if nl < 0 else nl
+            if text[pos:end].strip() and not text[pos:end].strip().startswith("```"):
+                lines += 1
+                for s0, e0 in _tokens(text, pos, min(end, pos + _SPAN_AFTER)):
+                    s, e = _trim(text, s0, e0)
+                    if e <= s:
+                        continue
+                    v = text[s:e]
+                    sh = shape(v)
+                    if sh == "medium" or (sh == "weak" and _PASSPHRASE_RE.fullmatch(v)):
+                        yield ("stated-password", s, e, 0)
+                for w in _WORD_RUN_RE.finditer(low, pos, end):
+                    words = w.group().split()
+                    while words and words[0] in _STOPWORDS:
+                        words.pop(0)
+                    if len(words) >= 4 and not any(x in _STOPWORDS for x in words):
+                        yield ("stated-password", w.end() - len(" ".join(words)), w.end(), 0)
+            pos = end + 1
+
+
+# --------------------------------------------------------------------------
+# The AWS secret access key stated in prose after (or before) its key id
+# --------------------------------------------------------------------------
+
+_AWS_ID_RE = re.compile(r"(?<![A-Za-z0-9])A(?:KIA|SIA)[A-Z0-9]{16}(?![A-Za-z0-9])")
+_AWS_SECRET_RE = re.compile(r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+AWS_PATTERNS = (_AWS_ID_RE.pattern, _AWS_SECRET_RE.pattern)
+
+
+def find_aws_prose_secrets(text: str, low: str) -> Iterator[Candidate]:
+    if "AKIA" not in text and "ASIA" not in text:
+        return
+    for m in _AWS_ID_RE.finditer(text):
+        lo, hi = max(0, m.start() - 300), min(len(text), m.end() + 300)
+        for k in _AWS_SECRET_RE.finditer(text, lo, hi):
+            v = k.group()
+            up, lw, dg, _sy = _classes(v)
+            if up and lw and dg and shannon(v) >= 4.0:
+                yield ("aws-secret-access-key", k.start(), k.end(), 0)
+
+
+def detectors(Detector):  # noqa: N803 - the class from rules.py (which imports this module)
+    """The detector entries of this module, for ``rules.DETECTORS``."""
+    return (
+        Detector("stated-password", find_stated_passwords, patterns=STATED_CUE_PATTERNS),
+        Detector("user-colon-password", find_user_colon_passwords, gates=(":",), patterns=USER_PW_PATTERNS),
+        Detector("word-passphrase", find_word_passphrases,
+                 gates=("pass", "wort", "mot de", "contrase", "senha", "wachtw"), patterns=PASSPHRASE_PATTERNS),
+        Detector("after-private-key", find_after_private_key, gates=("private key-----",),
+                 patterns=KEY_AFTER_PATTERNS),
+        Detector("aws-prose-secret", find_aws_prose_secrets, patterns=AWS_PATTERNS, needs_run=True),
+    )
