@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from collections.abc import Callable, Iterable
 
-from . import assignments, catalog, detectors, phrases, stated, structures
+from . import assignments, catalog, detectors, phrases, stated, stated_cli, structures
 from .entropy import shannon
 
 __all__ = ["REDACTION_VERSION", "TokenRule", "Detector", "TOKEN_RULES", "DETECTORS",
@@ -394,6 +394,7 @@ DETECTORS: tuple[Detector, ...] = (
     Detector("yaml-secret-list", phrases.find_yaml_secret_lists, gates=("- ",)),
     # Credentials stated in language (issue 34): redaction/stated.py.
     *stated.detectors(Detector),
+    *stated_cli.detectors(Detector),
     Detector("credential-header", phrases.find_credential_headers,
              gates=("token", "key", "secret", "auth", "session", "signature", "password"),
              patterns=phrases.HEADER_PATTERNS),

@@ -48,7 +48,9 @@ _CUES: dict[str, str] = {
     "log into": "login", "logged in": "login", "logged into": "login", "sign in": "login", "signin": "login", "sign-in": "login",
     "basic auth": "login", "auth": "login", "prompt": "login", "unlock": "login",
     # token / secret: only "<cue> is|:|= <value>", the value a token on its own (any case: "TOKEN iS …")
-    "token": "tok", "secret": "tok",
+    "token": "tok", "secret": "tok", "key": "tok", "api key": "tok", "apikey": "tok", "api_key": "tok",
+    "api-key": "tok", "access key": "tok", "access_key": "tok", "secret key": "tok", "secret_key": "tok",
+    "auth_token": "tok", "access_token": "tok", "auth token": "tok", "access token": "tok",
     # German, Dutch, Scandinavian
     "passwort": "pw", "kennwort": "pw", "zugangsdaten": "login", "wachtwoord": "pw", "inloggegevens": "login",
     "lösenord": "pw", "losenord": "pw", "passord": "pw", "adgangskode": "pw", "salasana": "pw",
@@ -66,7 +68,7 @@ _CUES: dict[str, str] = {
 }
 # "pass", "parola" and "clave" are ordinary words too: only as whole words.
 _WHOLE_WORD = frozenset({"auth", "pass", "pw", "pwd", "pword", "mdp", "clave", "parola", "prompt", "unlock", "login", "token",
-                         "secret"})
+                         "secret", "key"})
 # What may follow a stem inside the same word ("passwords", "Passworts", "logins", "prompted").
 _SUFFIXES = ("s", "es", "'s", "’s", "ed", "en", "er", "e", "a", "ue")
 _LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
@@ -142,9 +144,19 @@ def _id_shaped(v: str) -> bool:
                 or (_HOST_RE.fullmatch(v) and not any(c.isupper() for c in v))
                 or _UUID_RE.fullmatch(v) or _VERSION_RE.fullmatch(v) or _DATE_RE.fullmatch(v)
                 or _HEX_RE.fullmatch(v) or _DIGEST_RE.search(v) or _PATH_RE.match(v) or _CODE_RE.search(v)
-                or _HEX_GROUPS_RE.fullmatch(v) or ("/" in v and not _B64_RE.fullmatch(v))
+                or _HEX_GROUPS_RE.fullmatch(v) or ("/" in v and _path_like(v))
                 or _KV_RE.match(v)
                 or is_code_reference(v))
+
+
+_SEGMENT_RE = re.compile(r"[a-z0-9._@~:+-]*|[A-Z][a-z0-9._-]*|[A-Z0-9._-]+")
+
+
+def _path_like(v: str) -> bool:
+    """``aquasec/trivy``, ``org/repo@v2``, ``src/Main.java``: segments that are names, not random."""
+    parts = v.split("/")
+    return all(_SEGMENT_RE.fullmatch(p) for p in parts) and not _B64_RE.fullmatch(v) or \
+        sum(1 for p in parts if len(p) >= 2 and p.isalpha()) >= 2
 
 
 def _random_case(v: str) -> bool:
@@ -224,11 +236,16 @@ def _cue_hits(text: str, low: str) -> list[tuple[int, int, str]]:
         i = low.find(stem)
         while i >= 0:
             j = i + len(stem)
-            if i == 0 or not (low[i - 1].isalnum() or low[i - 1] in _GLUE):
+            glued = i > 0 and low[i - 1] in _GLUE
+            if glued and low[i - 1] in "_-":
+                name_end = _odd_name_end(text, i, j)
+                if name_end is not None:
+                    out.append((i, name_end, kind))  # "Db_PaSsWoRd = …", "API_kEy: …"
+            elif i == 0 or not (low[i - 1].isalnum() or low[i - 1] in _GLUE or low[i - 1] in "+="):
                 end = _cue_end(low, j, stem in _WHOLE_WORD)
                 if end is not None and (end >= len(low) or low[end] not in _GLUE
                                         or (low[end] in ".-" and (end + 1 == len(low) or low[end + 1].isspace()))):
-                    if kind != "tok" or _odd_case(text[i:end]):
+                    if kind != "tok" or _odd_case(text[i:end]) or _odd_linker(text, end):
                         out.append((i, end, kind))
             i = low.find(stem, i + 1)
     out.sort()
@@ -240,10 +257,40 @@ def _cue_hits(text: str, low: str) -> list[tuple[int, int, str]]:
 _GLUE = frozenset("$_-./\\@#%")
 
 
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+
+
+def _odd_name_end(text: str, i: int, j: int) -> int | None:
+    """The end of an identifier around a cue glued into it, if the identifier is written in
+    odd case (``Db_PaSsWoRd``, ``x-API-kEy``): the assignment rules split such names into
+    nonsense, so this rule reads them. Normal names (``GITHUB_TOKEN``, ``$PWD``) are not cues."""
+    a = i
+    while a > 0 and text[a - 1] in _NAME_CHARS and i - a < 64:
+        a -= 1
+    if a > 0 and text[a - 1] in "$%@./+=\\":
+        return None
+    b = j
+    while b < len(text) and text[b] in _NAME_CHARS and b - j < 64:
+        b += 1
+    for seg in re.split(r"[-_]", text[a:b]):
+        if len(seg) >= 2 and _odd_case(seg) and not seg.isupper():
+            if re.fullmatch(r"[a-z]*(?:[A-Z][a-z0-9]{2,})+|[A-Z]{2,}[a-z]{3,}", seg):
+                continue  # camelCase is a normal name
+            return b
+    return None
+
+
 def _odd_case(word: str) -> bool:
     """``TOKEN``, ``SeCrEt``, ``ToKeN``: how a shouted or mangled word looks (``token`` and ``Token``
     after "is"/":" are the other rules' business)."""
     return not (word.islower() or (word[0].isupper() and word[1:].islower()))
+
+
+def _odd_linker(text: str, end: int) -> bool:
+    """"token IS …", "secret iS …": the verb after a credential word in odd case."""
+    m = re.compile(r"[ \t]+([A-Za-z]{2,3})\b").match(text, end)
+    return m is not None and m.group(1).lower() in ("is", "was") and any(c.isupper() for c in m.group(1)[1:] or "") \
+        or (m is not None and m.group(1) in ("IS", "WAS"))
 
 
 def _cue_end(low: str, j: int, whole: bool) -> int | None:
@@ -289,11 +336,12 @@ def _tokens(text: str, lo: int, hi: int) -> list[tuple[int, int]]:
 
 
 _HEX_TOKEN_RE = re.compile(r"[0-9a-fA-F]{32,128}")
+_LONG_HEX_RE = re.compile(r"[0-9a-f]{16,128}|[0-9A-F]{16,128}")
 
 
-def _token_after(text: str, ce: int, toks: list[tuple[int, int]], seen: set[int]) -> Iterator[Candidate]:
+def _token_after(text: str, ce: int, toks: list[tuple[int, int]], seen: set[int],
+                 linked: bool = False) -> Iterator[Candidate]:
     """"TOKEN iS X", "SeCrEt: X": a linker right after the cue, then a value that is a token on its own."""
-    linked = text.startswith((":", "="), ce)
     for s, e in toks[:3]:
         raw = text[s:e]
         if _is_linker(raw):
@@ -310,11 +358,14 @@ def _token_after(text: str, ce: int, toks: list[tuple[int, int]], seen: set[int]
         return
 
 
-_PUNCT_LINK = frozenset(":=-—–>→/|,")
+_OP_RE = re.compile(r"[\"'`*]{0,3}[ \t]*(?:[:=]{1,3}>?|->|→)")
+_PUNCT_LINK = frozenset(":=-—–>→/|,*")
 
 
 def _is_linker(tok: str) -> bool:
     t = tok.lower().strip("\"'`")
+    if t.count("*") >= 3 and not t.strip("*"):
+        return False  # "***": a masked value, not Markdown around a label
     return t in _LINKERS or (t.endswith(":") and t[:-1] in _LINKERS) or (bool(t) and all(c in _PUNCT_LINK for c in t))
 
 
@@ -328,6 +379,12 @@ def find_stated_passwords(text: str, low: str) -> Iterator[Candidate]:
     seen: set[int] = set()
     for cs, ce, kind in hits:
         ls, le = _line_bounds(text, cs, ce)
+        op = _OP_RE.match(text, ce)
+        if op is not None and op.end() > ce:
+            ce = op.end()  # "PaSsWoRd=X", "pass:X": the operator is not part of the value
+            if kind == "tok":
+                yield from _token_after(text, ce, _tokens(text, ce, min(le, ce + _SPAN_AFTER))[:3], seen, True)
+                continue
         # ---- after the cue, on its line
         toks = _tokens(text, ce, min(le, ce + _SPAN_AFTER))[:_WINDOW_AFTER]
         if text.startswith((".", "!", "?"), ce) and (ce + 1 >= len(text) or text[ce + 1].isspace()):
@@ -348,6 +405,8 @@ def find_stated_passwords(text: str, low: str) -> Iterator[Candidate]:
             if adjacent and link:
                 continue
             sh = shape(v)
+            if sh is None and kind == "pw" and (adjacent or after_link) and _LONG_HEX_RE.fullmatch(v):
+                sh = "weak"  # "password: 0f18a5d4…": a generated hex password, stated as one
             if sh == "medium" or (sh == "weak" and kind == "pw" and (adjacent or after_link)):
                 if ts not in seen:
                     seen.add(ts)

@@ -1,0 +1,272 @@
+"""Credentials stated in commands and code (issue 34), beside :mod:`redaction.stated`.
+
+* password flags of any tool: a flag whose name ends in a password word (``-srcstorepass``,
+  ``-password``, ``--passwd``, ``-pw``, ``--pass=``), and the short ones (``-p``, ``-P``, ``-w``,
+  ``/p:``) when the value is credential-shaped on its own or the command names a user;
+  the password after a user in ``-u user,pass``, ``/user:DOMAIN\\user pass``,
+  ``add_user name pass``;
+* secret-setting commands (``gh secret set``, ``wrangler secret put``, ``vercel env add``,
+  ``az keyvault secret set``, ``kubectl create secret generic --from-literal``, ``heroku
+  config:set``, ``fly secrets set``, ``docker secret create``…): the literal they store, given
+  as a flag value, ``NAME=value``, piped in by ``echo``/``printf`` or as a here-string;
+* a setter call whose first argument names a secret and whose second is a literal
+  (``define('DB_PASSWORD', '…')``, ``config.set("api_key", "…")``);
+* ``.pgpass`` lines (``host:port:database:user:password``);
+* byte-string keys in code (``SECRET_KEY = b'\\x..'``, ``bytes.fromhex('…')`` next to a key word).
+
+Same conventions as :mod:`redaction.detectors`: ``find_*(text, low)`` yields
+``(rule_id, start, end, keep)``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from .assignments import classify_name
+from .detectors import _masked, overlapping, word_before
+from .entropy import is_placeholder, looks_like_password, looks_like_token, shannon
+from .stated import _id_shaped, shape
+
+Candidate = tuple[str, int, int, int]
+
+__all__ = ["detectors"]
+
+_QV = r"(?P<v>\"[^\"\n]{1,512}\"|'[^'\n]{1,512}'|[^\s\"'`]{1,512})"
+
+
+def _unquote(text: str, s: int, e: int) -> tuple[int, int, bool]:
+    if e - s >= 2 and text[s] in "\"'" and text[e - 1] == text[s]:
+        return s + 1, e - 1, True
+    return s, e, False
+
+
+def _password_value(v: str, quoted: bool, strict: bool = False) -> bool:
+    """A password given to a flag or command: not a placeholder, a reference or an id."""
+    if not v or _masked(v) or v.startswith("-") or is_placeholder(v):
+        return False
+    sh = shape(v)
+    if strict:
+        return sh == "medium"
+    if sh is not None:
+        return True
+    return quoted and looks_like_password(v, quoted=True) and not _id_shaped(v) and \
+        (any(c.isdigit() for c in v) or any(not c.isalnum() for c in v))
+
+
+# --------------------------------------------------------------------------
+# Password flags
+# --------------------------------------------------------------------------
+
+# A flag whose name ends in a password word: -srcstorepass, -keypass, --db-password, -pw,
+# /password:, --passwd=. Anchored on the word (a literal scan), the flag around it checked after.
+_PW_FLAG_RE = re.compile(
+    r"(?<![A-Za-z0-9_])(?P<flag>(?:--?|/)(?:[a-z0-9]+[-_]?){0,4}?(?:password|passwd|passphrase|pass|pwd|pw))"
+    r"(?:[ \t]+|=|:)" + _QV, re.IGNORECASE)
+_NOT_PW_FLAGS = ("bypass", "compass", "surpass", "overpass", "trespass", "encompass", "nopass", "no-pass",
+                 "ask-pass", "askpass", "-pass")  # "-pass" alone is OpenSSL's "pass:…" source, judged below
+# Short flags whose value is a password when the command names a user (or the value reads as one).
+_SHORT_FLAG_RE = re.compile(r"(?<![A-Za-z0-9_\-/])(?P<flag>-p|-P|-w|/p:|/P:)(?:[ \t]+|(?<=:))" + _QV)
+_USER_FLAG_RE = re.compile(r"(?<![A-Za-z0-9_-])(?:-u|-U|--user(?:name)?|-username|-user|-D|/u:|/user:|-l)(?=[ \t=:])")
+# The password right after a user: "-u user,pass" (lftp), "/user:DOMAIN\user pass" (net use),
+# "add_user name pass" (rabbitmqctl and the like).
+_USER_COMMA_RE = re.compile(r"(?<![A-Za-z0-9_-])(?:-u|--user)[ \t]+(?P<u>[A-Za-z0-9._\\@-]{1,64}),(?P<v>[^\s,\"'`]{3,256})")
+_USER_THEN_PW_RE = re.compile(
+    r"(?:(?<![A-Za-z0-9_-])/user:[^\s]{1,128}|\b(?:add_?user|add-user|create_?user|create-user|useradd|adduser"
+    r"|change_password|change-password|set_password|set-password|set_user_password)[ \t]+[A-Za-z0-9._@\\-]{1,64})"
+    r"[ \t]+" + _QV)
+CLI_PATTERNS = (_PW_FLAG_RE.pattern, _SHORT_FLAG_RE.pattern, _USER_FLAG_RE.pattern, _USER_COMMA_RE.pattern,
+                _USER_THEN_PW_RE.pattern)
+
+
+def _line_of(text: str, pos: int) -> tuple[int, int]:
+    ls = text.rfind("\n", 0, pos) + 1
+    le = text.find("\n", pos)
+    return ls, len(text) if le < 0 else le
+
+
+def find_cli_password_flags(text: str, low: str) -> Iterator[Candidate]:
+    if "pass" in low or "pw" in low or "pwd" in low:
+        for m in overlapping(_PW_FLAG_RE, text):
+            flag = m.group("flag").lower().lstrip("-/")
+            if flag.endswith(_NOT_PW_FLAGS) or flag in ("pass", "p"):
+                continue
+            s, e, quoted = _unquote(text, *m.span("v"))
+            v = text[s:e]
+            if v.lower().startswith("pass:"):
+                s += 5  # openssl -passin pass:secret
+                v = v[5:]
+            if _password_value(v, quoted):
+                yield ("cli-password", s, e, 0)
+    if " -p" in text or " -P" in text or " -w" in text or "/p:" in low:
+        for m in overlapping(_SHORT_FLAG_RE, text):
+            s, e, quoted = _unquote(text, *m.span("v"))
+            v = text[s:e]
+            ls, le = _line_of(text, m.start())
+            line = text[ls:le]
+            user = _USER_FLAG_RE.search(line) is not None
+            if m.group("flag") == "-w" and not (("-D" in line) or "ldap" in line.lower()):
+                continue  # grep -w, curl -w, wc -w: only an LDAP bind's -w is a password
+            if _password_value(v, quoted, strict=not user):
+                yield ("cli-password", s, e, 0)
+    if "-u " in text or "--user " in text:
+        for m in _USER_COMMA_RE.finditer(text):
+            s, e = m.span("v")
+            if _password_value(text[s:e], False):
+                yield ("cli-password", s, e, 0)
+    if "/user:" in low or "user" in low:
+        for m in _USER_THEN_PW_RE.finditer(text):
+            s, e, quoted = _unquote(text, *m.span("v"))
+            v = text[s:e]
+            if not v.startswith("/") and _password_value(v, quoted):
+                yield ("cli-password", s, e, 0)
+
+
+# --------------------------------------------------------------------------
+# Secret-setting commands
+# --------------------------------------------------------------------------
+
+_SECRET_CMD_RE = re.compile(
+    r"\b(?:secrets?[ \t]+(?:set|put|create|add|edit)|env[ \t]+add|config:set|config[ \t]+set|kv[ \t]+put"
+    r"|create[ \t]+secret|secret[ \t]+generic|set-secret|put-parameter|put-secret-value|create-secret"
+    r"|variable[ \t]+set|variables[ \t]+set)\b", re.IGNORECASE)
+_SECRET_FLAG_RE = re.compile(
+    r"(?<![A-Za-z0-9_-])(?:--body|-b|--value|--data|--secret-string|--secret-value|--literal|--text|--string"
+    r"|--from-literal=[A-Za-z0-9_.-]{1,64}=|--from-literal[ \t]+[A-Za-z0-9_.-]{1,64}=)(?:[ \t]+|=)?" + _QV)
+_ECHO_RE = re.compile(r"\b(?:echo|printf)(?:[ \t]+-[neE]{1,3})*(?:[ \t]+(?:\"%s\"|'%s'|%s))?[ \t]+" + _QV + r"[ \t]*\|")
+_HERE_RE = re.compile(r"<<<[ \t]*" + _QV)
+_ENV_PAIR_RE = re.compile(r"(?<![A-Za-z0-9_-])[A-Z][A-Z0-9_]{1,63}=" + _QV)
+SECRET_CMD_PATTERNS = (_SECRET_CMD_RE.pattern, _SECRET_FLAG_RE.pattern, _ECHO_RE.pattern, _HERE_RE.pattern,
+                       _ENV_PAIR_RE.pattern)
+
+
+def _secret_value(v: str, quoted: bool) -> bool:
+    if not v or _masked(v) or is_placeholder(v) or v.startswith("-"):
+        return False
+    if quoted:
+        return len(v) >= 4 and not _id_shaped(v) and v.upper() != v or any(c.isdigit() for c in v)
+    return shape(v) is not None or looks_like_token(v, min_len=8)
+
+
+def find_secret_commands(text: str, low: str) -> Iterator[Candidate]:
+    done: set[int] = set()
+    for c in _SECRET_CMD_RE.finditer(text):
+        ls, le = _line_of(text, c.start())
+        if ls in done:
+            continue
+        done.add(ls)
+        for rx in (_SECRET_FLAG_RE, _ECHO_RE, _HERE_RE, _ENV_PAIR_RE):
+            for m in rx.finditer(text, ls, le):
+                s, e, quoted = _unquote(text, *m.span("v"))
+                v = text[s:e]
+                if rx is _ENV_PAIR_RE and not (quoted or shape(v) is not None):
+                    continue
+                if _secret_value(v, quoted):
+                    yield ("secret-command", s, e, 0)
+
+
+# --------------------------------------------------------------------------
+# Setter calls: define('DB_PASSWORD', '…')
+# --------------------------------------------------------------------------
+
+_SETTER_RE = re.compile(
+    r"\([ \t]*(?P<q1>[\"'])(?P<name>[A-Za-z_][A-Za-z0-9_.\-]{1,64})(?P=q1)[ \t]*,[ \t]*"
+    r"(?P<q2>[\"'])(?P<v>(?:\\.|(?!(?P=q2))[^\\\n]){1,512})(?P=q2)[ \t]*[,)]")
+_SALT_NAME_RE = re.compile(r"(?i).*(?:salt|key|nonce|secret)$")
+SETTER_PATTERNS = (_SETTER_RE.pattern,)
+
+
+def find_setter_calls(text: str, low: str) -> Iterator[Candidate]:
+    for m in _SETTER_RE.finditer(text):
+        name, v = m.group("name"), m.group("v")
+        s, e = m.span("v")
+        if _SALT_NAME_RE.fullmatch(name) and len(v) >= 32 and shannon(v) >= 4.5 and not _masked(v):
+            yield ("secret-assignment", s, e, 0)  # WordPress AUTH_KEY / SECURE_AUTH_SALT: long random strings
+            continue
+        if _masked(v) or is_placeholder(v) or any(c.isspace() for c in v.strip()) and len(v) < 32:
+            continue
+        cls = classify_name(name)
+        ok = False
+        if cls is not None:
+            strength = cls[0]
+            if strength == "password":
+                ok = looks_like_password(v, quoted=True) and shape(v) is not None
+            elif strength == "strong":
+                ok = looks_like_token(v, min_len=8) or shape(v) == "medium"
+            elif strength == "weak":
+                ok = looks_like_token(v, min_len=16, min_entropy=3.5, need_digit=True)
+        if ok:
+            yield ("secret-assignment", s, e, 0)
+
+
+# --------------------------------------------------------------------------
+# .pgpass lines
+# --------------------------------------------------------------------------
+
+_PGPASS_RE = re.compile(
+    r"(?<![A-Za-z0-9_:.\-])(?P<host>[A-Za-z0-9*][A-Za-z0-9.*_\-]{0,252}):(?P<port>\d{1,5}|\*)"
+    r":(?P<db>[^:\s\"'`]{1,128}):(?P<user>[^:\s\"'`]{1,128}):(?P<v>[^\s\"'`]{1,256})(?=[\"'`\s]|$)")
+PGPASS_PATTERNS = (_PGPASS_RE.pattern,)
+
+
+def find_pgpass(text: str, low: str) -> Iterator[Candidate]:
+    for m in _PGPASS_RE.finditer(text):
+        host = m.group("host")
+        if not (any(c.isalpha() for c in host) or host == "*" or host.count(".") == 3) \
+                or re.fullmatch(r"[0-9a-fA-F]{1,4}", host) or re.fullmatch(r"[0-9a-fA-F]{1,4}", m.group("user")):
+            continue  # hex dumps, MAC and IPv6 addresses
+        s, e = m.span("v")
+        v = text[s:e]
+        if v != "*" and not _masked(v) and not is_placeholder(v) and len(v) >= 4:
+            yield ("pgpass-password", s, e, 0)
+
+
+# --------------------------------------------------------------------------
+# Byte-string keys in code
+# --------------------------------------------------------------------------
+
+_BYTES_RE = re.compile(r"(?<![A-Za-z0-9_])[bB][rR]?(?P<q>[\"'])(?P<v>(?:\\.|(?!(?P=q))[^\\\n]){16,2048})(?P=q)")
+_FROMHEX_RE = re.compile(
+    r"(?:fromhex|unhexlify|a2b_hex|b64decode|urlsafe_b64decode|decodebytes)\([ \t]*[bB]?(?P<q>[\"'])"
+    r"(?P<v>[A-Za-z0-9+/=_\-]{16,2048})(?P=q)")
+_KEY_WORDS_RE = re.compile(r"(?i)key|secret|token|salt|hmac|fernet|aes|cipher|sign|passw|pepper|jwt|nacl")
+_HEX_ESC_RE = re.compile(r"\\x[0-9a-fA-F]{2}")
+BYTES_PATTERNS = (_BYTES_RE.pattern, _FROMHEX_RE.pattern, _KEY_WORDS_RE.pattern)
+
+
+def find_bytes_keys(text: str, low: str) -> Iterator[Candidate]:
+    for rx in (_BYTES_RE, _FROMHEX_RE):
+        for m in rx.finditer(text):
+            ls, _le = _line_of(text, m.start())
+            if not _KEY_WORDS_RE.search(text, ls, m.start()):
+                continue
+            s, e = m.span("v")
+            v = m.group("v")
+            if _masked(v) or is_placeholder(v):
+                continue
+            if rx is _BYTES_RE:
+                esc = len(_HEX_ESC_RE.findall(v))
+                ok = esc >= 8 or (esc == 0 and looks_like_token(v, min_len=16, min_entropy=3.5))
+                if esc >= 8:
+                    ok = len(set(_HEX_ESC_RE.findall(v))) >= 6  # not b'\x00\x00…'
+            else:
+                ok = shannon(v) >= 3.0 and len(set(v)) >= 8
+            if ok:
+                yield ("bytes-key", s, e, 0)
+
+
+def detectors(Detector):  # noqa: N803 - the class from rules.py (which imports this module)
+    """The detector entries of this module, for ``rules.DETECTORS``."""
+    return (
+        Detector("cli-password-flag", find_cli_password_flags, gates=("pass", "pw", " -p", " -P", " -w", "/p:",
+                                                                      "-u ", "user"),
+                 patterns=CLI_PATTERNS),
+        Detector("secret-command", find_secret_commands, gates=("secret", "env add", "config", "kv put",
+                                                                "parameter", "variable"),
+                 patterns=SECRET_CMD_PATTERNS),
+        Detector("setter-call", find_setter_calls, gates=("('", '("', "( '", '( "'), patterns=SETTER_PATTERNS),
+        Detector("pgpass", find_pgpass, gates=(":",), patterns=PGPASS_PATTERNS),
+        Detector("bytes-key", find_bytes_keys, gates=("b'", 'b"', "fromhex", "unhexlify", "b64decode", "a2b_hex",
+                                                      "decodebytes"),
+                 patterns=BYTES_PATTERNS),
+    )
