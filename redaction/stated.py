@@ -241,6 +241,12 @@ def _cue_hits(text: str, low: str) -> list[tuple[int, int, str]]:
                 name_end = _odd_name_end(text, i, j)
                 if name_end is not None:
                     out.append((i, name_end, kind))  # "Db_PaSsWoRd = …", "API_kEy: …"
+                elif kind == "pw" and stem not in _WHOLE_WORD:
+                    # a command or name holding a password word (wpa_passphrase, set-initial-password,
+                    # DB_PASSWORD): what follows counts only if credential-shaped on its own
+                    end = _name_end(text, j)
+                    if end is not None:
+                        out.append((i, end, "login"))
             elif i == 0 or not (low[i - 1].isalnum() or low[i - 1] in _GLUE or low[i - 1] in "+="):
                 end = _cue_end(low, j, stem in _WHOLE_WORD)
                 if end is not None and (end >= len(low) or low[end] not in _GLUE
@@ -278,6 +284,13 @@ def _odd_name_end(text: str, i: int, j: int) -> int | None:
                 continue  # camelCase is a normal name
             return b
     return None
+
+
+def _name_end(text: str, j: int) -> int | None:
+    a = j
+    while a < len(text) and text[a] in _NAME_CHARS and a - j < 64:
+        a += 1
+    return a if a - j < 64 else None
 
 
 def _odd_case(word: str) -> bool:

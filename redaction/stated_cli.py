@@ -75,7 +75,16 @@ _USER_THEN_PW_RE = re.compile(
     r"(?:(?<![A-Za-z0-9_-])/user:[^\s]{1,128}|\b(?:add_?user|add-user|create_?user|create-user|useradd|adduser"
     r"|change_password|change-password|set_password|set-password|set_user_password)[ \t]+[A-Za-z0-9._@\\-]{1,64})"
     r"[ \t]+" + _QV)
-CLI_PATTERNS = (_PW_FLAG_RE.pattern, _SHORT_FLAG_RE.pattern, _USER_FLAG_RE.pattern, _USER_COMMA_RE.pattern,
+# -pVALUE glued (7z, unrar, mysqladmin): only a value credential-shaped on its own.
+_GLUED_P_RE = re.compile(r"(?<![A-Za-z0-9_\-/])-p(?P<v>[^\s\"'`]{6,256})")
+# user/password@database (Oracle sqlplus, expdp, imp)
+_ORACLE_RE = re.compile(r"(?<![\w/.-])[A-Za-z][\w.$#-]{0,30}/(?P<v>[^\s/@:\"'`]{4,128})@[A-Za-z0-9][\w.-]*")
+# a password fed to a command on stdin: echo 'X' | sudo -S, kinit <<< 'X', --password-stdin
+_STDIN_PW_RE = re.compile(r"(?:\b(?:echo|printf)(?:[ \t]+-[neE]{1,3})*[ \t]+" + _QV + r"[ \t]*\|[^\n|]{0,80}?"
+                          r"(?:-S\b|--stdin|password-stdin|passwd|chpasswd|kinit|passphrase)"
+                          r"|(?:kinit|passwd|chpasswd|sudo|su|openssl|gpg)\b[^\n<]{0,80}<<<[ \t]*" + _QV.replace("?P<v>", "?P<h>") + ")")
+_SECURESTRING_RE = re.compile(r"(?i)convertto-securestring[ \t]+(?:-string[ \t]+)?" + _QV)
+CLI_PATTERNS = (_GLUED_P_RE.pattern, _ORACLE_RE.pattern, _STDIN_PW_RE.pattern, _SECURESTRING_RE.pattern,_PW_FLAG_RE.pattern, _SHORT_FLAG_RE.pattern, _USER_FLAG_RE.pattern, _USER_COMMA_RE.pattern,
                 _USER_THEN_PW_RE.pattern)
 
 
@@ -108,6 +117,27 @@ def find_cli_password_flags(text: str, low: str) -> Iterator[Candidate]:
             if m.group("flag") == "-w" and not (("-D" in line) or "ldap" in line.lower()):
                 continue  # grep -w, curl -w, wc -w: only an LDAP bind's -w is a password
             if _password_value(v, quoted, strict=not user):
+                yield ("cli-password", s, e, 0)
+    if " -p" in text:
+        for m in _GLUED_P_RE.finditer(text):
+            s, e = m.span("v")
+            if shape(text[s:e]) == "medium":
+                yield ("cli-password", s, e, 0)
+    if "@" in text and "/" in text:
+        for m in _ORACLE_RE.finditer(text):
+            s, e = m.span("v")
+            if shape(text[s:e]) == "medium":
+                yield ("cli-password", s, e, 0)
+    if "echo" in low or "printf" in low or "<<<" in text:
+        for m in _STDIN_PW_RE.finditer(text):
+            g = "v" if m.group("v") is not None else "h"
+            s, e, quoted = _unquote(text, *m.span(g))
+            if _password_value(text[s:e], quoted):
+                yield ("cli-password", s, e, 0)
+    if "securestring" in low:
+        for m in _SECURESTRING_RE.finditer(text):
+            s, e, quoted = _unquote(text, *m.span("v"))
+            if _password_value(text[s:e], quoted):
                 yield ("cli-password", s, e, 0)
     if "-u " in text or "--user " in text:
         for m in _USER_COMMA_RE.finditer(text):
@@ -259,7 +289,7 @@ def detectors(Detector):  # noqa: N803 - the class from rules.py (which imports 
     """The detector entries of this module, for ``rules.DETECTORS``."""
     return (
         Detector("cli-password-flag", find_cli_password_flags, gates=("pass", "pw", " -p", " -P", " -w", "/p:",
-                                                                      "-u ", "user"),
+                                                                      "-u ", "user", "@", "<<<", "securestring", "echo", "printf"),
                  patterns=CLI_PATTERNS),
         Detector("secret-command", find_secret_commands, gates=("secret", "env add", "config", "kv put",
                                                                 "parameter", "variable"),
