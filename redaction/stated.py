@@ -60,8 +60,13 @@ _CUES: dict[str, str] = {
     "credenciales": "login", "credenciais": "login", "parolă": "pw",
     # Central/Eastern European, Turkish, Greek
     "hasło": "pw", "haslo": "pw", "heslo": "pw", "jelszó": "pw", "jelszo": "pw", "lozinka": "pw",
-    "geslo": "pw", "şifre": "pw", "şifresi": "pw", "sifre": "pw", "пароль": "pw", "Пароль": "pw",
-    "ПАРОЛЬ": "pw", "пароля": "pw", "гасло": "pw", "κωδικός": "pw",
+    "geslo": "pw", "şifre": "pw", "Şifre": "pw", "şifresi": "pw", "sifre": "pw", "пароль": "pw", "Пароль": "pw",
+    "ПАРОЛЬ": "pw", "пароля": "pw", "Пароля": "pw", "гасло": "pw", "Гасло": "pw", "лозинка": "pw", "Лозинка": "pw",
+    "κωδικός": "pw", "Κωδικός": "pw", "κωδικό": "pw", "συνθηματικό": "pw",
+    "palavra-passe": "pw", "palavra passe": "pw", "anmeldedaten": "login", "benutzerkennwort": "pw",
+    "code d'accès": "pw", "codice di accesso": "pw", "kata laluan": "pw", "sandi": "pw",
+    "पासवर्ड": "pw", "कूटशब्द": "pw", "كلمة المرور": "pw", "كلمة السر": "pw", "סיסמה": "pw", "סיסמא": "pw",
+    "رمز عبور": "pw", "گذرواژه": "pw", "পাসওয়ার্ড": "pw", "密碼是": "pw", "パスワードは": "pw",
     # Asian languages (no spaces: the value is cut off the script around it)
     "密码": "pw", "密碼": "pw", "口令": "pw", "パスワード": "pw", "비밀번호": "pw", "암호": "pw",
     "mật khẩu": "pw", "kata sandi": "pw", "รหัสผ่าน": "pw",
@@ -166,8 +171,9 @@ def _random_case(v: str) -> bool:
         if run.islower() or run.isupper() or (run[0].isupper() and run[1:].islower()):
             continue
         # camelCase / PascalCase words: every capital starts a lowercase word of 2+
-        if re.fullmatch(r"[a-z]*(?:[A-Z][a-z]{2,})+|[A-Z]{2,}[a-z]{3,}(?:[A-Z][a-z]{2,})*", run):
-            continue
+        if re.fullmatch(r"[a-z]*(?:[A-Z][a-z]{2,})+|[A-Z]{2,}[a-z]{3,}(?:[A-Z][a-z]{2,})*", run) \
+                or re.fullmatch(r"(?:[A-Z]{2,}(?![a-z])|[A-Z][a-z]{2,}|[a-z]{2,})+|[A-Z]{2,4}[a-z]", run):
+            continue  # words and acronyms: "withRSA", "HTTPServer", "getApiKey"
         return True
     return False
 
@@ -215,7 +221,7 @@ def shape(v: str) -> str | None:
         m = _PASSPHRASE_RE.fullmatch(v)
         if m is not None:
             return "medium" if up and lo else "weak"
-        if not (up and lo) and n >= 10 and _switch_ratio(v) >= 0.35 and shannon(v) >= 3.0 \
+        if not (up and lo) and n >= 10 and v.isalnum() and _switch_ratio(v) >= 0.35 and shannon(v) >= 3.0 \
                 and sum(c.isdigit() for c in v) >= 2 and sum(c.isalpha() for c in v) >= 3:
             return "medium"  # one case, letters and digits switching often: "j6pyhuykzv", "X7K9M2P4Q8"
     elif n >= 8 and pw_sym and up and lo and _random_case(v):
@@ -247,7 +253,8 @@ def _cue_hits(text: str, low: str) -> list[tuple[int, int, str]]:
                     end = _name_end(text, j)
                     if end is not None:
                         out.append((i, end, "login"))
-            elif i == 0 or not (low[i - 1].isalnum() or low[i - 1] in _GLUE or low[i - 1] in "+="):
+            elif i == 0 or not ((low[i - 1].isascii() and low[i - 1].isalnum()) or low[i - 1] in _GLUE
+                                or low[i - 1] in "+=" or (low[i - 1].isalpha() and stem.isascii())):
                 end = _cue_end(low, j, stem in _WHOLE_WORD)
                 if end is not None and (end >= len(low) or low[end] not in _GLUE
                                         or (low[end] in ".-" and (end + 1 == len(low) or low[end + 1].isspace()))):
