@@ -63,6 +63,9 @@ _CUES: dict[str, str] = {
     "geslo": "pw", "şifre": "pw", "Şifre": "pw", "şifresi": "pw", "sifre": "pw", "пароль": "pw", "Пароль": "pw",
     "ПАРОЛЬ": "pw", "пароля": "pw", "Пароля": "pw", "гасло": "pw", "Гасло": "pw", "лозинка": "pw", "Лозинка": "pw",
     "κωδικός": "pw", "Κωδικός": "pw", "κωδικό": "pw", "συνθηματικό": "pw",
+    **{stem: "pw" for stem in ("парол", "Парол", "ПАРОЛ", "hasł", "hasl", "hesl", "jelsz", "lozink", "gesl",
+                               "adgangskod", "salasan", "contraseñ", "contrasen", "senh", "κωδικ", "Κωδικ",
+                               "συνθηματικ", "гасл", "Гасл", "лозинк", "Лозинк")},
     "palavra-passe": "pw", "palavra passe": "pw", "anmeldedaten": "login", "benutzerkennwort": "pw",
     "code d'accès": "pw", "codice di accesso": "pw", "kata laluan": "pw", "sandi": "pw",
     "पासवर्ड": "pw", "कूटशब्द": "pw", "كلمة المرور": "pw", "كلمة السر": "pw", "סיסמה": "pw", "סיסמא": "pw",
@@ -71,6 +74,11 @@ _CUES: dict[str, str] = {
     "密码": "pw", "密碼": "pw", "口令": "pw", "パスワード": "pw", "비밀번호": "pw", "암호": "pw",
     "mật khẩu": "pw", "kata sandi": "pw", "รหัสผ่าน": "pw",
 }
+# Stems of inflected languages: any ending of up to five letters (cases, articles, possessives).
+_INFLECTED = frozenset({"парол", "hasł", "hasl", "hesl", "jelsz", "lozink", "gesl", "şifre", "Şifre", "sifre",
+                        "lösenord", "losenord", "passord", "adgangskod", "salasan", "wachtwoord", "kennwort",
+                        "passwort", "contraseñ", "contrasen", "senh", "κωδικ", "Κωδικ", "συνθηματικ", "гасл",
+                        "Гасл", "лозинк", "Лозинк", "Парол", "ПАРОЛ"})
 # "pass", "parola" and "clave" are ordinary words too: only as whole words.
 _WHOLE_WORD = frozenset({"auth", "pass", "pw", "pwd", "pword", "mdp", "clave", "parola", "prompt", "unlock", "login", "token",
                          "secret", "key"})
@@ -255,7 +263,7 @@ def _cue_hits(text: str, low: str) -> list[tuple[int, int, str]]:
                         out.append((i, end, "login"))
             elif i == 0 or not ((low[i - 1].isascii() and low[i - 1].isalnum()) or low[i - 1] in _GLUE
                                 or low[i - 1] in "+=" or (low[i - 1].isalpha() and stem.isascii())):
-                end = _cue_end(low, j, stem in _WHOLE_WORD)
+                end = _cue_end(low, j, stem in _WHOLE_WORD, stem in _INFLECTED)
                 if end is not None and (end >= len(low) or low[end] not in _GLUE
                                         or (low[end] in ".-" and (end + 1 == len(low) or low[end + 1].isspace()))):
                     if kind != "tok" or _odd_case(text[i:end]) or _odd_linker(text, end):
@@ -313,9 +321,14 @@ def _odd_linker(text: str, end: int) -> bool:
         or (m is not None and m.group(1) in ("IS", "WAS"))
 
 
-def _cue_end(low: str, j: int, whole: bool) -> int | None:
+def _cue_end(low: str, j: int, whole: bool, inflected: bool = False) -> int | None:
     if j >= len(low) or not low[j].isalpha():
         return j
+    if inflected:  # "паролем", "hasła", "lösenordet", "şifresi": any short ending
+        k = j
+        while k < len(low) and low[k].isalpha() and k - j <= 5:
+            k += 1
+        return k if k - j <= 5 else None
     if not low[j].isascii():
         return j if not low[j].isalpha() or not low[j - 1].isascii() else None
     k = j

@@ -61,7 +61,7 @@ def _password_value(v: str, quoted: bool, strict: bool = False) -> bool:
 # A flag whose name ends in a password word: -srcstorepass, -keypass, --db-password, -pw,
 # /password:, --passwd=. Anchored on the word (a literal scan), the flag around it checked after.
 _PW_FLAG_RE = re.compile(
-    r"(?<![A-Za-z0-9_])(?P<flag>(?:--?|/)(?:[a-z0-9]+[-_]?){0,4}?(?:password|passwd|passphrase|pass|pwd|pw))"
+    r"(?<![A-Za-z0-9_])(?P<flag>(?:--?|/)(?:[a-z0-9]+[-_]?){0,4}?(?:password|passwd|passphrase|pass(?:in|out)?|pwd|pw))"
     r"(?:[ \t]+|=|:)" + _QV, re.IGNORECASE)
 _NOT_PW_FLAGS = ("bypass", "compass", "surpass", "overpass", "trespass", "encompass", "nopass", "no-pass",
                  "ask-pass", "askpass", "-pass")  # "-pass" alone is OpenSSL's "pass:…" source, judged below
@@ -98,10 +98,10 @@ def find_cli_password_flags(text: str, low: str) -> Iterator[Candidate]:
     if "pass" in low or "pw" in low or "pwd" in low:
         for m in overlapping(_PW_FLAG_RE, text):
             flag = m.group("flag").lower().lstrip("-/")
-            if flag.endswith(_NOT_PW_FLAGS) or flag in ("pass", "p"):
-                continue
             s, e, quoted = _unquote(text, *m.span("v"))
             v = text[s:e]
+            if flag.endswith(_NOT_PW_FLAGS) or flag == "p" or (flag == "pass" and not v.lower().startswith("pass:")):
+                continue
             if v.lower().startswith("pass:"):
                 s += 5  # openssl -passin pass:secret
                 v = v[5:]
@@ -259,12 +259,39 @@ _BYTES_RE = re.compile(r"(?<![A-Za-z0-9_])[bB][rR]?(?P<q>[\"'])(?P<v>(?:\\.|(?!(
 _FROMHEX_RE = re.compile(
     r"(?:fromhex|unhexlify|a2b_hex|b64decode|urlsafe_b64decode|decodebytes)\([ \t]*[bB]?(?P<q>[\"'])"
     r"(?P<v>[A-Za-z0-9+/=_\-]{16,2048})(?P=q)")
+# []byte("…"), Buffer.from("…"), Encoding.UTF8.GetBytes("…"), "…".getBytes(), "…".encode()
+_BYTES_CALL_RE = re.compile(
+    r"(?:\[\]byte|Buffer\.from|GetBytes|bytes|bytearray|TextEncoder\(\)\.encode)\([ \t]*(?P<q>[\"'`])"
+    r"(?P<v>[^\"'`\n\\]{12,1024})(?P=q)"
+    r"|(?P<q2>[\"'])(?P<v2>[^\"'\n\\]{12,1024})(?P=q2)\.(?:getBytes|encode)\(")
+# bytes([0x8f, 0x12, …]), new byte[] { 0x8f, … }, &[0x8f, …]
+_BYTE_LIST_RE = re.compile(r"[\[{(][ \t]*(?P<v>0x[0-9a-fA-F]{1,2}(?:[ \t]*,[ \t]*0x[0-9a-fA-F]{1,2}){11,255})")
 _KEY_WORDS_RE = re.compile(r"(?i)key|secret|token|salt|hmac|fernet|aes|cipher|sign|passw|pepper|jwt|nacl")
 _HEX_ESC_RE = re.compile(r"\\x[0-9a-fA-F]{2}")
-BYTES_PATTERNS = (_BYTES_RE.pattern, _FROMHEX_RE.pattern, _KEY_WORDS_RE.pattern)
+BYTES_PATTERNS = (_BYTES_CALL_RE.pattern, _BYTE_LIST_RE.pattern, _BYTES_RE.pattern, _FROMHEX_RE.pattern, _KEY_WORDS_RE.pattern)
 
 
 def find_bytes_keys(text: str, low: str) -> Iterator[Candidate]:
+    yield from _bytes_keys(text)
+    for rx in (_BYTES_CALL_RE, _BYTE_LIST_RE):
+        for m in rx.finditer(text):
+            ls, _le = _line_of(text, m.start())
+            if not _KEY_WORDS_RE.search(text, ls, m.start()):
+                continue
+            g = "v" if m.group("v") is not None else "v2"
+            s, e = m.span(g)
+            v = text[s:e]
+            if rx is _BYTE_LIST_RE:
+                ok = len(set(re.findall(r"0x([0-9a-fA-F]{1,2})", v))) >= 8
+            else:
+                ok = not _masked(v) and not is_placeholder(v) and (
+                    shape(v) == "medium" or looks_like_token(v, min_len=16, min_entropy=3.5)
+                    or (len(v) >= 32 and re.fullmatch(r"[0-9a-fA-F]+", v) is not None))
+            if ok:
+                yield ("bytes-key", s, e, 0)
+
+
+def _bytes_keys(text: str) -> Iterator[Candidate]:
     for rx in (_BYTES_RE, _FROMHEX_RE):
         for m in rx.finditer(text):
             ls, _le = _line_of(text, m.start())
@@ -297,6 +324,6 @@ def detectors(Detector):  # noqa: N803 - the class from rules.py (which imports 
         Detector("setter-call", find_setter_calls, gates=("('", '("', "( '", '( "'), patterns=SETTER_PATTERNS),
         Detector("pgpass", find_pgpass, gates=(":",), patterns=PGPASS_PATTERNS),
         Detector("bytes-key", find_bytes_keys, gates=("b'", 'b"', "fromhex", "unhexlify", "b64decode", "a2b_hex",
-                                                      "decodebytes"),
+                                                      "decodebytes", "byte", "buffer.from", "0x"),
                  patterns=BYTES_PATTERNS),
     )
