@@ -200,7 +200,7 @@ def shape(v: str) -> str | None:
     n = len(v)
     if n < 4 or n > 128 or _masked(v) or BLANK in v or "[REDACTED:" in v:
         return None
-    if not v.isascii() or (is_placeholder(v) and not (v[0] == "$" and _random_case(v[1:]))) or _id_shaped(v):
+    if not v.isascii() or (is_placeholder(v) and not (v[0] == "$" and all(_classes(v[1:])[:3]))) or _id_shaped(v):
         return None
     up, lo, dg, sy = _classes(v)
     letters = up or lo

@@ -73,7 +73,9 @@ _USER_FLAG_RE = re.compile(r"(?<![A-Za-z0-9_-])(?:-u|-U|--user(?:name)?|-usernam
 _USER_COMMA_RE = re.compile(r"(?<![A-Za-z0-9_-])(?:-u|--user)[ \t]+(?P<u>[A-Za-z0-9._\\@-]{1,64}),(?P<v>[^\s,\"'`]{3,256})")
 _USER_THEN_PW_RE = re.compile(
     r"(?:(?<![A-Za-z0-9_-])/user:[^\s]{1,128}|\b(?:add_?user|add-user|create_?user|create-user|useradd|adduser"
-    r"|change_password|change-password|set_password|set-password|set_user_password)[ \t]+[A-Za-z0-9._@\\-]{1,64})"
+    r"|change_password|change-password|set_password|set-password|set_user_password)[ \t]+[A-Za-z0-9._@\\-]{1,64}"
+    r"|\bnet[ \t]+user[ \t]+[A-Za-z0-9._@\\-]{1,64}"
+    r"|\bhtpasswd(?:[ \t]+-[A-Za-z]{1,4})*[ \t]+[^\s\"'`]{1,256}[ \t]+[A-Za-z0-9._@-]{1,64})"
     r"[ \t]+" + _QV)
 # -pVALUE glued (7z, unrar, mysqladmin): only a value credential-shaped on its own.
 _GLUED_P_RE = re.compile(r"(?<![A-Za-z0-9_\-/])-p(?P<v>[^\s\"'`]{6,256})")
@@ -144,7 +146,7 @@ def find_cli_password_flags(text: str, low: str) -> Iterator[Candidate]:
             s, e = m.span("v")
             if _password_value(text[s:e], False):
                 yield ("cli-password", s, e, 0)
-    if "/user:" in low or "user" in low:
+    if "user" in low or "htpasswd" in low:
         for m in _USER_THEN_PW_RE.finditer(text):
             s, e, quoted = _unquote(text, *m.span("v"))
             v = text[s:e]
@@ -159,14 +161,17 @@ def find_cli_password_flags(text: str, low: str) -> Iterator[Candidate]:
 _SECRET_CMD_RE = re.compile(
     r"\b(?:secrets?[ \t]+(?:set|put|create|add|edit)|env[ \t]+add|config:set|config[ \t]+set|kv[ \t]+put"
     r"|create[ \t]+secret|secret[ \t]+generic|set-secret|put-parameter|put-secret-value|create-secret"
-    r"|variable[ \t]+set|variables[ \t]+set)\b", re.IGNORECASE)
+    r"|variable[ \t]+set|variables[ \t]+set|env:set|set-env|setenv)\b", re.IGNORECASE)
+# "NAME VALUE" on such a line, NAME naming a secret: netlify env:set API_KEY X, npm config set
+# //registry/:_authToken X, pulumi config set --secret dbPassword X
+_NAME_VALUE_RE = re.compile(r"(?<![^\s\"'])(?P<name>[\"']?[A-Za-z0-9_./:@-]{2,128}[\"']?)[ \t]+" + _QV)
 _SECRET_FLAG_RE = re.compile(
     r"(?<![A-Za-z0-9_-])(?:--body|-b|--value|--data|--secret-string|--secret-value|--literal|--text|--string"
     r"|--from-literal=[A-Za-z0-9_.-]{1,64}=|--from-literal[ \t]+[A-Za-z0-9_.-]{1,64}=)(?:[ \t]+|=)?" + _QV)
 _ECHO_RE = re.compile(r"\b(?:echo|printf)(?:[ \t]+-[neE]{1,3})*(?:[ \t]+(?:\"%s\"|'%s'|%s))?[ \t]+" + _QV + r"[ \t]*\|")
 _HERE_RE = re.compile(r"<<<[ \t]*" + _QV)
 _ENV_PAIR_RE = re.compile(r"(?<![A-Za-z0-9_-])[A-Z][A-Z0-9_]{1,63}=" + _QV)
-SECRET_CMD_PATTERNS = (_SECRET_CMD_RE.pattern, _SECRET_FLAG_RE.pattern, _ECHO_RE.pattern, _HERE_RE.pattern,
+SECRET_CMD_PATTERNS = (_NAME_VALUE_RE.pattern, _SECRET_CMD_RE.pattern, _SECRET_FLAG_RE.pattern, _ECHO_RE.pattern, _HERE_RE.pattern,
                        _ENV_PAIR_RE.pattern)
 
 
@@ -185,6 +190,16 @@ def find_secret_commands(text: str, low: str) -> Iterator[Candidate]:
         if ls in done:
             continue
         done.add(ls)
+        for m in overlapping(_NAME_VALUE_RE, text, c.end(), le):
+            name = m.group("name").strip("\"'")
+            last = re.split(r"[:/.]", name)[-1] or name
+            cls = classify_name(last)
+            if cls is None or name.startswith("-"):
+                continue
+            s, e, quoted = _unquote(text, *m.span("v"))
+            v = text[s:e]
+            if _secret_value(v, quoted) and (quoted or shape(v) is not None or looks_like_token(v, min_len=12)):
+                yield ("secret-command", s, e, 0)
         for rx in (_SECRET_FLAG_RE, _ECHO_RE, _HERE_RE, _ENV_PAIR_RE):
             for m in rx.finditer(text, ls, le):
                 s, e, quoted = _unquote(text, *m.span("v"))
@@ -319,7 +334,8 @@ def detectors(Detector):  # noqa: N803 - the class from rules.py (which imports 
                                                                       "-u ", "user", "@", "<<<", "securestring", "echo", "printf"),
                  patterns=CLI_PATTERNS),
         Detector("secret-command", find_secret_commands, gates=("secret", "env add", "config", "kv put",
-                                                                "parameter", "variable"),
+                                                                "parameter", "variable", "env:set", "set-env",
+                                                                "setenv"),
                  patterns=SECRET_CMD_PATTERNS),
         Detector("setter-call", find_setter_calls, gates=("('", '("', "( '", '( "'), patterns=SETTER_PATTERNS),
         Detector("pgpass", find_pgpass, gates=(":",), patterns=PGPASS_PATTERNS),
