@@ -341,9 +341,13 @@ def _cue_end(low: str, j: int, whole: bool, inflected: bool = False) -> int | No
 
 
 def _line_bounds(text: str, s: int, e: int) -> tuple[int, int]:
-    ls = text.rfind("\n", 0, s) + 1
-    le = text.find("\n", e)
-    return ls, (len(text) if le < 0 else le)
+    """The line around [s, e), looked for no further than the windows reach (long lines are
+    not scanned end to end for every cue)."""
+    lo = max(0, s - _SPAN_BEFORE - 64)
+    hi = min(len(text), e + _SPAN_AFTER + 64)
+    ls = text.rfind("\n", lo, s) + 1 or lo
+    le = text.find("\n", e, hi)
+    return ls, (hi if le < 0 else le)
 
 
 def _trim(text: str, s: int, e: int) -> tuple[int, int]:
@@ -359,12 +363,12 @@ def _trim(text: str, s: int, e: int) -> tuple[int, int]:
     return s, e
 
 
-def _tokens(text: str, lo: int, hi: int) -> list[tuple[int, int]]:
+def _tokens(text: str, lo: int, hi: int, limit: int = 1 << 30) -> list[tuple[int, int]]:
     out = []
     for m in _TOKEN_RE.finditer(text, lo, hi):
-        s, e = m.span()
-        # non-ASCII script glued to the value ("密码是Abc…", "«Xyz»") is not part of it
-        out.append((s, e))
+        out.append(m.span())
+        if len(out) >= limit:
+            break
     return out
 
 
@@ -373,7 +377,7 @@ _LONG_HEX_RE = re.compile(r"[0-9a-f]{16,128}|[0-9A-F]{16,128}")
 
 
 def _token_after(text: str, ce: int, toks: list[tuple[int, int]], seen: set[int],
-                 linked: bool = False) -> Iterator[Candidate]:
+                 linked: bool = False, shape=shape) -> Iterator[Candidate]:
     """"TOKEN iS X", "SeCrEt: X": a linker right after the cue, then a value that is a token on its own."""
     for s, e in toks[:3]:
         raw = text[s:e]
@@ -405,10 +409,26 @@ def _is_linker(tok: str) -> bool:
 _MSG_RE = re.compile(r"(?m)^(?:User|Assistant|user|assistant|USER|ASSISTANT):[ \t]*")
 
 
+def _memo_shape(memo: dict[str, str | None], v: str) -> str | None:
+    """shape(v), computed once per distinct value within one call (a text with thousands of
+    cues repeats its tokens; the memo lives only as long as the call)."""
+    sh = memo.get(v, _UNSEEN)
+    if sh is _UNSEEN:
+        sh = memo[v] = shape(v)
+    return sh  # type: ignore[return-value]
+
+
+_UNSEEN = object()
+
+
 def find_stated_passwords(text: str, low: str) -> Iterator[Candidate]:
     hits = _cue_hits(text, low)
     if not hits:
         return
+    memo: dict[str, str | None] = {}
+    shape = lambda v: _memo_shape(memo, v)  # noqa: E731 - shadows the module function in this call
+    judged_to = 0
+    cue_starts = {h[0] for h in hits}
     seen: set[int] = set()
     for cs, ce, kind in hits:
         ls, le = _line_bounds(text, cs, ce)
@@ -416,18 +436,20 @@ def find_stated_passwords(text: str, low: str) -> Iterator[Candidate]:
         if op is not None and op.end() > ce:
             ce = op.end()  # "PaSsWoRd=X", "pass:X": the operator is not part of the value
             if kind == "tok":
-                yield from _token_after(text, ce, _tokens(text, ce, min(le, ce + _SPAN_AFTER))[:3], seen, True)
+                yield from _token_after(text, ce, _tokens(text, ce, min(le, ce + _SPAN_AFTER))[:3], seen, True, shape)
                 continue
         # ---- after the cue, on its line
-        toks = _tokens(text, ce, min(le, ce + _SPAN_AFTER))[:_WINDOW_AFTER]
+        toks = _tokens(text, ce, min(le, ce + _SPAN_AFTER), _WINDOW_AFTER)
         if text.startswith((".", "!", "?"), ce) and (ce + 1 >= len(text) or text[ce + 1].isspace()):
             toks = []  # "… reset your password." ends the sentence: nothing is stated after it
         if kind == "tok":
-            yield from _token_after(text, ce, toks, seen)
+            yield from _token_after(text, ce, toks, seen, shape=shape)
             continue
         adjacent = True   # only linkers so far between the cue and this token
         after_link = True  # the previous token links to this one ("… ist X", "temporal: X")
         for s, e in toks:
+            if s in cue_starts:
+                break  # the next cue judges what follows it
             raw = text[s:e]
             ts, te = _trim(text, s, e)
             if te <= ts:
@@ -448,17 +470,19 @@ def find_stated_passwords(text: str, low: str) -> Iterator[Candidate]:
                 break  # the sentence ended before a value
             adjacent = False
             after_link = link
-        # ---- before the cue, on its line
-        before = _tokens(text, max(ls, cs - _SPAN_BEFORE), cs)[-_WINDOW_BEFORE:]
+        # ---- before the cue, on its line (tokens an earlier cue's window judged are not judged again)
+        before = _tokens(text, max(ls, cs - _SPAN_BEFORE, judged_to), cs)[-_WINDOW_BEFORE:]
+        judged_to = max(judged_to, cs)
         for s, e in before:
             ts, te = _trim(text, s, e)
             if te > ts and ts not in seen and shape(text[ts:te]) == "medium":
                 seen.add(ts)
                 yield ("stated-password", ts, te, 0)
-    yield from _across_messages(text, low, hits, seen)
+    yield from _across_messages(text, low, hits, seen, shape)
 
 
-def _across_messages(text: str, low: str, hits: list[tuple[int, int, str]], seen: set[int]) -> Iterator[Candidate]:
+def _across_messages(text: str, low: str, hits: list[tuple[int, int, str]], seen: set[int],
+                     shape=shape) -> Iterator[Candidate]:
     """A turn "User: …\\n\\nAssistant: …": a cue in one message, the value in the next
     (the question and its answer), or a message that is only a value next to a message
     with a cue ("kesiP80…" then "Thanks, I'm logged in")."""
@@ -505,13 +529,21 @@ h1 h2 h3 http https ftp sftp ssh git file mailto tel data urn arn sha sha1 sha25
 docker oci registry image tag ref refs origin upstream key secret token id uuid env var type kind name label
 """.split())
 USER_PW_PATTERNS = (_USER_PW_RE.pattern,)
+_USER_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789._-")
 
 
 def find_user_colon_passwords(text: str, low: str) -> Iterator[Candidate]:
     i = text.find(":")
     if i < 0:
         return
-    for m in _USER_PW_RE.finditer(text):
+    while i >= 0:
+        a = i
+        while a > 0 and i - a <= 32 and (text[a - 1] in _USER_CHARS):
+            a -= 1
+        m = _USER_PW_RE.match(text, a) if a < i else None
+        i = text.find(":", i + 1)
+        if m is None:
+            continue
         if m.group("u") in _NOT_USERS or m.group("u").endswith((".", "-", "_")):
             continue
         s, e = _trim(text, *m.span("p"))
@@ -565,6 +597,8 @@ KEY_AFTER_PATTERNS = (_KEY_END_RE.pattern,)
 
 
 def find_after_private_key(text: str, low: str) -> Iterator[Candidate]:
+    memo: dict[str, str | None] = {}
+    shape = lambda v: _memo_shape(memo, v)  # noqa: E731
     for m in _KEY_END_RE.finditer(low):
         if low.rfind("-----end", max(0, m.start() - 40), m.start()) < 0:
             continue

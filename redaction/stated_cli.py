@@ -20,6 +20,7 @@ Same conventions as :mod:`redaction.detectors`: ``find_*(text, low)`` yields
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterator
 
@@ -60,9 +61,11 @@ def _password_value(v: str, quoted: bool, strict: bool = False) -> bool:
 
 # A flag whose name ends in a password word: -srcstorepass, -keypass, --db-password, -pw,
 # /password:, --passwd=. Anchored on the word (a literal scan), the flag around it checked after.
-_PW_FLAG_RE = re.compile(
-    r"(?<![A-Za-z0-9_])(?P<flag>(?:--?|/)(?:[a-z0-9]+[-_]?){0,4}?(?:password|passwd|passphrase|pass(?:in|out)?|pwd|pw))"
-    r"(?:[ \t]+|=|:)" + _QV, re.IGNORECASE)
+# Found from the password word (a literal scan), the flag start looked up behind it.
+_PW_WORDS = ("pass", "pw")
+_PW_TAIL_RE = re.compile(r"(?:word|wd|phrase|in|out)?(?:[ \t]+|=|:)" + _QV, re.IGNORECASE)
+_FLAG_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
+_PW_FLAG_RE = _PW_TAIL_RE  # fingerprinted pattern
 _NOT_PW_FLAGS = ("bypass", "compass", "surpass", "overpass", "trespass", "encompass", "nopass", "no-pass",
                  "ask-pass", "askpass", "-pass")  # "-pass" alone is OpenSSL's "pass:…" source, judged below
 # Short flags whose value is a password when the command names a user (or the value reads as one).
@@ -80,7 +83,8 @@ _USER_THEN_PW_RE = re.compile(
 # -pVALUE glued (7z, unrar, mysqladmin): only a value credential-shaped on its own.
 _GLUED_P_RE = re.compile(r"(?<![A-Za-z0-9_\-/])-p(?P<v>[^\s\"'`]{6,256})")
 # user/password@database (Oracle sqlplus, expdp, imp)
-_ORACLE_RE = re.compile(r"(?<![\w/.-])[A-Za-z][\w.$#-]{0,30}/(?P<v>[^\s/@:\"'`]{4,128})@[A-Za-z0-9][\w.-]*")
+_ORACLE_RE = re.compile(r"/(?P<v>[^\s/@:\"'`]{4,128})@[A-Za-z0-9]")
+_ORACLE_USER_RE = re.compile(r"[A-Za-z][\w.$#-]{0,30}")
 # a password fed to a command on stdin: echo 'X' | sudo -S, kinit <<< 'X', --password-stdin
 _STDIN_PW_RE = re.compile(r"(?:\b(?:echo|printf)(?:[ \t]+-[neE]{1,3})*[ \t]+" + _QV + r"[ \t]*\|[^\n|]{0,80}?"
                           r"(?:-S\b|--stdin|password-stdin|passwd|chpasswd|kinit|passphrase)"
@@ -90,16 +94,41 @@ CLI_PATTERNS = (_GLUED_P_RE.pattern, _ORACLE_RE.pattern, _STDIN_PW_RE.pattern, _
                 _USER_THEN_PW_RE.pattern)
 
 
-def _line_of(text: str, pos: int) -> tuple[int, int]:
-    ls = text.rfind("\n", 0, pos) + 1
-    le = text.find("\n", pos)
-    return ls, len(text) if le < 0 else le
+def _line_of(text: str, pos: int, reach: int = 2000) -> tuple[int, int]:
+    """The line around ``pos``, at most ``reach`` characters each way (a long line is not
+    rescanned end to end for every match on it)."""
+    lo, hi = max(0, pos - reach), min(len(text), pos + reach)
+    ls = text.rfind("\n", lo, pos) + 1 or lo
+    le = text.find("\n", pos, hi)
+    return ls, hi if le < 0 else le
+
+
+def _pw_flags(text: str, low: str) -> Iterator[tuple[int, int, re.Match[str]]]:
+    """(flag start, word end, tail match) of each flag named after a password: the word found by a
+    literal scan, the flag start (``-``, ``--`` or ``/`` after a space or quote) looked up behind it."""
+    for w in _PW_WORDS:
+        i = low.find(w)
+        while i >= 0:
+            a = i
+            while a > 0 and i - a < 40 and low[a - 1] in _FLAG_NAME_CHARS:
+                a -= 1
+            if a < i and low[a] == "-":
+                start = a  # -srcstorepass, --db-password, -pw
+            elif a == i and a > 0 and low[a - 1] == "/":
+                start = a - 1  # /password:
+            else:
+                start = -1
+            if start >= 0 and (start == 0 or low[start - 1] in " \t\"'`(="):
+                m = _PW_TAIL_RE.match(text, i + len(w))
+                if m is not None:
+                    yield start, i + len(w), m
+            i = low.find(w, i + 1)
 
 
 def find_cli_password_flags(text: str, low: str) -> Iterator[Candidate]:
-    if "pass" in low or "pw" in low or "pwd" in low:
-        for m in overlapping(_PW_FLAG_RE, text):
-            flag = m.group("flag").lower().lstrip("-/")
+    for ws, we, m in _pw_flags(text, low):
+        if True:
+            flag = low[ws:m.start("v")].rstrip(" \t=:").lstrip("-/")
             s, e, quoted = _unquote(text, *m.span("v"))
             v = text[s:e]
             if flag.endswith(_NOT_PW_FLAGS) or flag == "p" or (flag == "pass" and not v.lower().startswith("pass:")):
@@ -110,15 +139,20 @@ def find_cli_password_flags(text: str, low: str) -> Iterator[Candidate]:
             if _password_value(v, quoted):
                 yield ("cli-password", s, e, 0)
     if " -p" in text or " -P" in text or " -w" in text or "/p:" in low:
+        users: list[int] | None = None
         for m in overlapping(_SHORT_FLAG_RE, text):
             s, e, quoted = _unquote(text, *m.span("v"))
             v = text[s:e]
+            if not _password_value(v, quoted):
+                continue  # not even a password stated as one: no need to read the line
+            if users is None:
+                users = [u.start() for u in _USER_FLAG_RE.finditer(text)]
             ls, le = _line_of(text, m.start())
-            line = text[ls:le]
-            user = _USER_FLAG_RE.search(line) is not None
-            if m.group("flag") == "-w" and not (("-D" in line) or "ldap" in line.lower()):
+            k = bisect.bisect_left(users, ls)
+            user = k < len(users) and users[k] < le
+            if m.group("flag") == "-w" and not ("-D" in text[ls:le] or "ldap" in low[ls:le]):
                 continue  # grep -w, curl -w, wc -w: only an LDAP bind's -w is a password
-            if _password_value(v, quoted, strict=not user):
+            if user or _password_value(v, quoted, strict=True):
                 yield ("cli-password", s, e, 0)
     if " -p" in text:
         for m in _GLUED_P_RE.finditer(text):
@@ -127,6 +161,11 @@ def find_cli_password_flags(text: str, low: str) -> Iterator[Candidate]:
                 yield ("cli-password", s, e, 0)
     if "@" in text and "/" in text:
         for m in _ORACLE_RE.finditer(text):
+            a = m.start()
+            while a > 0 and m.start() - a <= 31 and (text[a - 1].isalnum() or text[a - 1] in "_.$#-"):
+                a -= 1
+            if not _ORACLE_USER_RE.fullmatch(text, a, m.start()) or (a > 0 and text[a - 1] in "/.-"):
+                continue
             s, e = m.span("v")
             if shape(text[s:e]) == "medium":
                 yield ("cli-password", s, e, 0)
@@ -184,13 +223,14 @@ def _secret_value(v: str, quoted: bool) -> bool:
 
 
 def find_secret_commands(text: str, low: str) -> Iterator[Candidate]:
-    done: set[int] = set()
+    covered = 0  # commands on one line share its scan
     for c in _SECRET_CMD_RE.finditer(text):
-        ls, le = _line_of(text, c.start())
-        if ls in done:
+        if c.start() < covered:
             continue
-        done.add(ls)
-        for m in overlapping(_NAME_VALUE_RE, text, c.end(), le):
+        ls, le = _line_of(text, c.start())
+        ls = max(ls, covered)
+        covered = le
+        for m in _NAME_VALUE_RE.finditer(text, c.end(), le):
             name = m.group("name").strip("\"'")
             last = re.split(r"[:/.]", name)[-1] or name
             cls = classify_name(last)
@@ -249,14 +289,20 @@ def find_setter_calls(text: str, low: str) -> Iterator[Candidate]:
 # --------------------------------------------------------------------------
 
 _PGPASS_RE = re.compile(
-    r"(?<![A-Za-z0-9_:.\-])(?P<host>[A-Za-z0-9*][A-Za-z0-9.*_\-]{0,252}):(?P<port>\d{1,5}|\*)"
-    r":(?P<db>[^:\s\"'`]{1,128}):(?P<user>[^:\s\"'`]{1,128}):(?P<v>[^\s\"'`]{1,256})(?=[\"'`\s]|$)")
+    r":(?P<port>\d{1,5}|\*)"
+    r":(?P<db>[^:\s\"'`]{1,128}):(?P<user>[^:\s\"'`]{1,128}):(?P<v>[^:\s\"'`]{1,256})(?=[\"'`\s]|$)")
+_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.*_-")
 PGPASS_PATTERNS = (_PGPASS_RE.pattern,)
 
 
 def find_pgpass(text: str, low: str) -> Iterator[Candidate]:
     for m in _PGPASS_RE.finditer(text):
-        host = m.group("host")
+        a = m.start()
+        while a > 0 and m.start() - a < 253 and text[a - 1] in _HOST_CHARS:
+            a -= 1
+        if a == m.start() or (a > 0 and text[a - 1] in ":/@"):
+            continue
+        host = text[a:m.start()]
         if not (any(c.isalpha() for c in host) or host == "*" or host.count(".") == 3) \
                 or re.fullmatch(r"[0-9a-fA-F]{1,4}", host) or re.fullmatch(r"[0-9a-fA-F]{1,4}", m.group("user")):
             continue  # hex dumps, MAC and IPv6 addresses
