@@ -118,6 +118,8 @@ _VERSION_RE = re.compile(r"(?:[A-Za-z][A-Za-z-]*[-@/]?)?[vV]?\d+(?:\.\d+)+(?:[-+
 _DATE_RE = re.compile(r"\d{2,4}[-/.]\d{1,2}[-/.]\d{1,4}(?:[T ]\S*)?|\d{1,2}:\d{2}(?::\d{2})?(?:[.,]\d+)?[ap]?m?")
 _HEX_RE = re.compile(r"(?:0x)?[0-9a-f]{7,}|(?:0x)?[0-9A-F]{7,}")
 _DIGEST_RE = re.compile(r"(?i)(?:sha\d{1,3}|md5|blake2b?|sha|h1)[:=~-]")
+_PARAMS_RE = re.compile(r"\w+=[^,=]*(?:,\w+=[^,=]*)+")  # m=65536,t=3,p=4
+_FLAG_RE = re.compile(r"--?[A-Za-z]")  # --gcflags=-N: a command-line flag, not a value
 _HEX_GROUPS_RE = re.compile(r"[0-9A-Fa-f]{1,16}(?:[:-][0-9A-Fa-f]{1,16}){2,}")
 _B64_RE = re.compile(r"[A-Za-z0-9+/]{16,}={0,2}")
 # snake/kebab/dotted lowercase identifiers with numbers: "staging-db-02", "utf8mb4_unicode_ci", "python3"
@@ -129,7 +131,7 @@ _PATH_RE = re.compile(r"(?:[A-Za-z]:)?[\\/~]|\.{1,2}/|.*/[A-Za-z0-9_.-]+/|.*\.(?
                       r"|ya?ml|toml|ini|conf|cfg|py|js|ts|sh|go|rs|md|log|sql|zip|gz|tar|jks)$")
 _CODE_RE = re.compile(r"[(){}\[\]<>]|->|::|\$\{|\$\(|^\$(?:[A-Z0-9_]+|[a-z0-9_]+|[a-z]+(?:[A-Z][a-z0-9]+)+)$|%[A-Za-z_]+%|^%[sdqv]$")
 _PASSPHRASE_RE = re.compile(r"[A-Za-z]{3,12}(?P<sep>[-_.])(?:[A-Za-z]{3,12}|\d{1,6})(?:(?P=sep)(?:[A-Za-z]{3,12}|\d{1,6})){1,6}")
-_LEET_RE = re.compile(r"[A-Za-z][0-9@$][a-z]")
+_LEET_RE = re.compile(r"[A-Za-z][013457@$][a-z]")  # Z3phyr, F0ssil, Gr@nit (not Argon2id, utf8mb4)
 # "Ember2020-", "Cinder1974_", "Quartz1976*": a name, a number and a symbol after it (identifiers end
 # in a letter or digit)
 _CAPWORD_NUM_SYM_RE = re.compile(r"[A-Za-z][a-z]{2,}[0-9]{2,4}[^A-Za-z0-9.\s]{1,2}")
@@ -158,7 +160,7 @@ def _id_shaped(v: str) -> bool:
                 or _UUID_RE.fullmatch(v) or _VERSION_RE.fullmatch(v) or _DATE_RE.fullmatch(v)
                 or _HEX_RE.fullmatch(v) or _DIGEST_RE.search(v) or _PATH_RE.match(v) or _CODE_RE.search(v)
                 or _HEX_GROUPS_RE.fullmatch(v) or ("/" in v and _path_like(v))
-                or _KV_RE.match(v)
+                or _KV_RE.match(v) or _PARAMS_RE.fullmatch(v) or _FLAG_RE.match(v)
                 or is_code_reference(v))
 
 
@@ -220,7 +222,7 @@ def shape(v: str) -> str | None:
             return "medium" if sum(c in _PW_SYMBOLS for c in v) >= 2 or _random_case(v) else "weak"
         if _CAPWORD_NUM_SYM_RE.fullmatch(v):
             return "medium"
-        if up and lo and _switch_ratio(v) >= 0.5:
+        if up and lo and _switch_ratio(v) >= 0.5 and len(re.findall(r"[0-9]+", v)) >= 2:
             return "medium"  # "eEgz2Ip31": case and digits alternate
         if _random_case(v) and shannon(v) >= 2.8:
             return "medium"
@@ -564,7 +566,7 @@ def _cue_on_line(text: str, low: str, pos: int) -> bool:
 
 _WORDS_AFTER_RE = re.compile(
     r"(?:pass ?phrase|passwort|password|mot de passe|contraseña|senha|wachtwoord|kennwort)s?"
-    r"(?:[ \t]+(?:is|was|ist|est|es|é|è|:|=|->|→))?[ \t]*[:=→]?[ \t]*[\"'`]?"
+    r"(?:[ \t]+(?:is|was|ist|est|es|é|è|:|=|->|→)[ \t]*|[ \t]*[:=→][ \t]*)[\"'`]?"
     r"(?P<v>[a-z]{3,12}(?: [a-z]{3,12}){2,7}(?: \d{1,6})?|[a-z]{3,12}(?: [a-z]{3,12}){1,7} \d{1,6})"
     r"(?![A-Za-z0-9])")
 _STOPWORDS = frozenset("""
@@ -581,7 +583,8 @@ PASSPHRASE_PATTERNS = (_WORDS_AFTER_RE.pattern,)
 def find_word_passphrases(text: str, low: str) -> Iterator[Candidate]:
     for m in _WORDS_AFTER_RE.finditer(low):
         words = m.group("v").split()
-        if any(w in _STOPWORDS for w in words):
+        if any(w in _STOPWORDS for w in words) or not text[m.start("v"):m.end("v")].islower() \
+                or (len(words) < 4 and not words[-1].isdigit()):
             continue
         yield ("stated-password", m.start("v"), m.end("v"), 0)
 

@@ -197,6 +197,14 @@ NEAR_MISSES = [
     "User: what's the password policy?\n\nAssistant: At least 12 characters.",
     "collation:utf8mb4_unicode_ci engine:InnoDB",
     "see nginx:1.25.3 and postgres:16-alpine",
+    "login via GitHub OAuth2App works",
+    "Sign in with your YubiKey5 NFC",
+    "pass --gcflags=-N to the build",
+    "password managers like KeePassXC or Bitwarden",
+    "password hashing uses Argon2id with m=65536,t=3,p=4",
+    "the password is stored with PBKDF2-SHA256 (600000 iterations)",
+    "The login endpoint returns HTTP401 on wrong creds",
+    "auth token expired at 2024-01-02T10:00:00Z",
 ]
 
 
