@@ -324,6 +324,8 @@ def _odd_linker(text: str, end: int) -> bool:
 
 
 def _cue_end(low: str, j: int, whole: bool, inflected: bool = False) -> int | None:
+    if j < len(low) and low[j].isdigit():
+        return None  # "pw00005qZ7", "pass123": a value that starts like a cue word
     if j >= len(low) or not low[j].isalpha():
         return j
     if inflected:  # "паролем", "hasła", "lösenordet", "şifresi": any short ending
