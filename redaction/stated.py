@@ -450,6 +450,7 @@ def find_stated_passwords(text: str, low: str) -> Iterator[Candidate]:
             yield from _token_after(text, ce, toks, seen, shape=shape)
             continue
         adjacent = True   # only linkers so far between the cue and this token
+        clause_ended = text.startswith((",", ";"), ce)
         after_link = True  # the previous token links to this one ("… ist X", "temporal: X")
         for s, e in toks:
             if s in cue_starts:
@@ -466,6 +467,8 @@ def find_stated_passwords(text: str, low: str) -> Iterator[Candidate]:
             sh = shape(v)
             if sh is None and kind == "pw" and (adjacent or after_link) and _LONG_HEX_RE.fullmatch(v):
                 sh = "weak"  # "password: 0f18a5d4…": a generated hex password, stated as one
+            if sh == "weak" and not adjacent and (clause_ended or not any(c.isdigit() or c in _PW_SYMBOLS for c in v)):
+                sh = None  # "…password, the network is GuestNet": a name in another clause
             if sh == "medium" or (sh == "weak" and kind == "pw" and (adjacent or after_link)):
                 if ts not in seen:
                     seen.add(ts)
@@ -474,6 +477,7 @@ def find_stated_passwords(text: str, low: str) -> Iterator[Candidate]:
                 break  # the sentence ended before a value
             adjacent = False
             after_link = link
+            clause_ended = clause_ended or raw[-1] in ",;"
         # ---- before the cue, on its line (tokens an earlier cue's window judged are not judged again)
         before = _tokens(text, max(ls, cs - _SPAN_BEFORE, judged_to), cs)[-_WINDOW_BEFORE:]
         judged_to = max(judged_to, cs)

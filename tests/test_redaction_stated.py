@@ -205,6 +205,7 @@ NEAR_MISSES = [
     "the password is stored with PBKDF2-SHA256 (600000 iterations)",
     "The login endpoint returns HTTP401 on wrong creds",
     "auth token expired at 2024-01-02T10:00:00Z",
+    "That's the wifi password, the network is GuestNet.",
 ]
 
 
