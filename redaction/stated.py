@@ -423,6 +423,8 @@ def _memo_shape(memo: dict[str, str | None], v: str) -> str | None:
 
 
 _UNSEEN = object()
+# what a value needs at least one of (every shape() that is not None has one)
+_VALUEISH_RE = re.compile(r"[0-9!@#$%^&*+=?~|]|[A-Za-z][A-Z]")
 
 
 def find_stated_passwords(text: str, low: str) -> Iterator[Candidate]:
@@ -443,7 +445,9 @@ def find_stated_passwords(text: str, low: str) -> Iterator[Candidate]:
                 yield from _token_after(text, ce, _tokens(text, ce, min(le, ce + _SPAN_AFTER))[:3], seen, True, shape)
                 continue
         # ---- after the cue, on its line
-        toks = _tokens(text, ce, min(le, ce + _SPAN_AFTER), _WINDOW_AFTER)
+        hi = min(le, ce + _SPAN_AFTER)
+        # most prose around a cue has no digit, symbol or inner capital: nothing to judge there
+        toks = _tokens(text, ce, hi, _WINDOW_AFTER) if _VALUEISH_RE.search(text, ce, hi) else []
         if text.startswith((".", "!", "?"), ce) and (ce + 1 >= len(text) or text[ce + 1].isspace()):
             toks = []  # "… reset your password." ends the sentence: nothing is stated after it
         if kind == "tok":
@@ -479,7 +483,8 @@ def find_stated_passwords(text: str, low: str) -> Iterator[Candidate]:
             after_link = link
             clause_ended = clause_ended or raw[-1] in ",;"
         # ---- before the cue, on its line (tokens an earlier cue's window judged are not judged again)
-        before = _tokens(text, max(ls, cs - _SPAN_BEFORE, judged_to), cs)[-_WINDOW_BEFORE:]
+        lo = max(ls, cs - _SPAN_BEFORE, judged_to)
+        before = _tokens(text, lo, cs)[-_WINDOW_BEFORE:] if _VALUEISH_RE.search(text, lo, cs) else []
         judged_to = max(judged_to, cs)
         for s, e in before:
             ts, te = _trim(text, s, e)

@@ -210,6 +210,12 @@ _SECRET_FLAG_RE = re.compile(
 _ECHO_RE = re.compile(r"\b(?:echo|printf)(?:[ \t]+-[neE]{1,3})*(?:[ \t]+(?:\"%s\"|'%s'|%s))?[ \t]+" + _QV + r"[ \t]*\|")
 _HERE_RE = re.compile(r"<<<[ \t]*" + _QV)
 _ENV_PAIR_RE = re.compile(r"(?<![A-Za-z0-9_-])[A-Z][A-Z0-9_]{1,63}=" + _QV)
+# each form of _SECRET_CMD_RE holds one of these (the prefilter: "secret" and "config" alone are
+# everywhere in prose)
+SECRET_CMD_GATES = ("secret set", "secrets set", "secret put", "secrets put", "secret create", "secrets create",
+                    "secret add", "secrets add", "secret edit", "secrets edit", "env add", "config:set", "config set",
+                    "kv put", "create secret", "secret generic", "set-secret", "put-parameter", "put-secret-value",
+                    "create-secret", "variable set", "variables set", "env:set", "set-env", "setenv")
 SECRET_CMD_PATTERNS = (_NAME_VALUE_RE.pattern, _SECRET_CMD_RE.pattern, _SECRET_FLAG_RE.pattern, _ECHO_RE.pattern, _HERE_RE.pattern,
                        _ENV_PAIR_RE.pattern)
 
@@ -379,9 +385,7 @@ def detectors(Detector):  # noqa: N803 - the class from rules.py (which imports 
         Detector("cli-password-flag", find_cli_password_flags, gates=("pass", "pw", " -p", " -P", " -w", "/p:",
                                                                       "-u ", "user", "@", "<<<", "securestring", "echo", "printf"),
                  patterns=CLI_PATTERNS),
-        Detector("secret-command", find_secret_commands, gates=("secret", "env add", "config", "kv put",
-                                                                "parameter", "variable", "env:set", "set-env",
-                                                                "setenv"),
+        Detector("secret-command", find_secret_commands, gates=SECRET_CMD_GATES,
                  patterns=SECRET_CMD_PATTERNS),
         Detector("setter-call", find_setter_calls, gates=("('", '("', "( '", '( "'), patterns=SETTER_PATTERNS),
         Detector("pgpass", find_pgpass, gates=(":",), patterns=PGPASS_PATTERNS),
