@@ -86,6 +86,9 @@ _WHOLE_WORD = frozenset({"auth", "pass", "pw", "pwd", "pword", "mdp", "clave", "
 _SUFFIXES = ("s", "es", "'s", "’s", "ed", "en", "er", "e", "a", "ue")
 _LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 STATED_CUE_PATTERNS = tuple(sorted(_CUES))
+_CUE_GROUPS: dict[str, list[str]] = {}
+for _stem in _CUES:
+    _CUE_GROUPS.setdefault(_stem[:2], []).append(_stem)
 
 # Words linking a cue to its value: "password is X", "Passwort ist X", "mot de passe : X",
 # "contraseña es X", "senha é X", "password è X", "wachtwoord op X", "hasło to X".
@@ -248,7 +251,18 @@ def shape(v: str) -> str | None:
 def _cue_hits(text: str, low: str) -> list[tuple[int, int, str]]:
     """(start, end, kind) of each cue, extended over the rest of its word."""
     out = []
-    for stem, kind in _CUES.items():
+    ascii_text = low.isascii()
+    for prefix, stems in _CUE_GROUPS.items():
+        if (ascii_text and not prefix.isascii()) or low.find(prefix) < 0:
+            continue  # one search rules out every stem of the group
+        for stem in stems:
+            _stem_hits(text, low, stem, _CUES[stem], out)
+    out.sort()
+    return out
+
+
+def _stem_hits(text: str, low: str, stem: str, kind: str, out: list) -> None:
+    if True:
         i = low.find(stem)
         while i >= 0:
             j = i + len(stem)
@@ -271,8 +285,6 @@ def _cue_hits(text: str, low: str) -> list[tuple[int, int, str]]:
                     if kind != "tok" or _odd_case(text[i:end]) or _odd_linker(text, end):
                         out.append((i, end, kind))
             i = low.find(stem, i + 1)
-    out.sort()
-    return out
 
 
 # A cue glued to an identifier is a name, not a word of a sentence: $PWD, GITHUB_TOKEN,
