@@ -88,7 +88,7 @@ _LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 STATED_CUE_PATTERNS = tuple(sorted(_CUES))
 _CUE_GROUPS: dict[str, list[str]] = {}
 for _stem in _CUES:
-    _CUE_GROUPS.setdefault(_stem[:2], []).append(_stem)
+    _CUE_GROUPS.setdefault(_stem[:3], []).append(_stem)
 
 # Words linking a cue to its value: "password is X", "Passwort ist X", "mot de passe : X",
 # "contraseña es X", "senha é X", "password è X", "wachtwoord op X", "hasło to X".
