@@ -46,7 +46,12 @@ __all__ = ["REDACTION_VERSION", "TokenRule", "Detector", "TOKEN_RULES", "DETECTO
 # dashes as spaces (a token written with Unicode hyphens); a vendor prefix joined to a word by "-" or
 # "_"; uppercase 0x… stated as a key; overlapping occurrences of found values masked as one run; a
 # text that makes the search for repeats too slow is refused (RedactionTooCostly: a bad row).
-REDACTION_VERSION = "1.4.3"
+# 1.5.0 (issue 34): credentials stated in language (stated.py: cues in several languages before or
+# after a value judged on its shape, an answer in the next message of a turn) and in commands and
+# code (stated_cli.py); structures (structures.py: tables, code lists, TOTP seeds, grouped, split and
+# encoded values); scanner-catalog breadth (catalog.py: hashes, vendor cues, connection URIs); public
+# values left alone (public.py: GPG ids, CI cache keys, certificates, Secret names).
+REDACTION_VERSION = "1.5.0"
 
 ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 # Characters a token (or a URL/assignment around it) is made of, and the
