@@ -1,0 +1,132 @@
+"""Redaction throughput of this code against an earlier commit, side by side in one run (issue 34).
+
+    .venv/bin/python -m bench.redaction_ab [--baseline REV] [--rounds 2] [--passes 5]
+
+The baseline's ``redaction/`` package is extracted with ``git archive`` into
+``bench/out/redaction-ab/<rev>/``; each variant runs in its own fresh process
+(``python -c``, the variant's folder first on ``sys.path``), in the order
+A B B A repeated ``--rounds`` times, over the same three text sets, one
+``redact`` call per message as the indexer makes them:
+
+- **chat**: the shared ``clean_chat.jsonl`` lines, ordinary chat with no secret;
+- **prose**: ``tests/data/redaction_eval/clean_dev.jsonl``, real developer prose;
+- **secrets**: ``tests/data/redaction_eval/chat.jsonl``, chat turns stating credentials.
+
+Figures: MB/s of thread CPU time (less disturbed by other load on a shared
+machine than wall time), best of ``--passes`` passes per process; the ratio
+this / baseline per set from the medians over the processes. Writes
+``bench/out/redaction_ab.md`` and ``.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import statistics
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+from bench.common import OUT, REPO, SHARED, loadavg, log
+
+NAME = "redaction_ab"
+BASELINE = "0176b99"  # explicit-version commit: redaction 1.4.3, before issue 34's detectors
+SETS = {
+    "chat": SHARED / "redaction" / "clean_chat.jsonl",
+    "prose": REPO / "tests" / "data" / "redaction_eval" / "clean_dev.jsonl",
+    "secrets": REPO / "tests" / "data" / "redaction_eval" / "chat.jsonl",
+}
+
+CHILD = r"""
+import json, sys, time
+src, passes = sys.argv[1], int(sys.argv[2])
+sys.path.insert(0, src)
+import redaction
+assert redaction.__file__.startswith(src), (redaction.__file__, src)
+from redaction import redact
+sets = json.loads(sys.stdin.read())
+out = {"version": redaction.REDACTION_VERSION}
+for name, texts in sets.items():
+    size = sum(len(t.encode("utf-8")) for t in texts)
+    for t in texts[:20]:
+        redact(t)  # warm the caches
+    best = None
+    for _ in range(passes):
+        c0 = time.thread_time()
+        for t in texts:
+            redact(t)
+        took = time.thread_time() - c0
+        best = took if best is None else min(best, took)
+    out[name] = size / 1e6 / best
+print(json.dumps(out))
+"""
+
+
+def extract(rev: str) -> Path:
+    """The ``redaction`` package at ``rev`` in its own folder (cached)."""
+    target = OUT / "redaction-ab" / rev
+    if (target / "redaction" / "__init__.py").is_file():
+        return target
+    target.mkdir(parents=True, exist_ok=True)
+    data = subprocess.run(["git", "archive", "--format=tar", rev, "redaction"], cwd=REPO, check=True,
+                          capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(target, filter="data")
+    return target
+
+
+def texts() -> dict[str, list[str]]:
+    out = {}
+    for name, path in SETS.items():
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        out[name] = [r["text"] for r in rows]
+    return out
+
+
+def run_one(src: Path, payload: str, passes: int) -> dict:
+    r = subprocess.run([sys.executable, "-c", CHILD, str(src), str(passes)], input=payload, text=True,
+                       capture_output=True, check=True)
+    return json.loads(r.stdout)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.redaction_ab", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--baseline", default=BASELINE, help="the commit to compare with")
+    ap.add_argument("--rounds", type=int, default=2, help="A B B A rounds")
+    ap.add_argument("--passes", type=int, default=5, help="timed passes per process (best kept)")
+    args = ap.parse_args(argv)
+    variants = {"baseline": extract(args.baseline), "this": REPO}
+    payload = json.dumps(texts())
+    runs: dict[str, list[dict]] = {"baseline": [], "this": []}
+    for _ in range(args.rounds):
+        for name in ("baseline", "this", "this", "baseline"):
+            runs[name].append(run_one(variants[name], payload, args.passes))
+            log(f"{name}: " + ", ".join(f"{k} {v:.2f}" for k, v in runs[name][-1].items() if k != "version"))
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout
+    rows = []
+    result = {"baseline": args.baseline, "this": head.strip(), "loadavg": loadavg(), "sets": {}}
+    for name in SETS:
+        base = [r[name] for r in runs["baseline"]]
+        this = [r[name] for r in runs["this"]]
+        ratio = statistics.median(base) / statistics.median(this)
+        result["sets"][name] = {"baseline": base, "this": this, "slowdown": ratio}
+        rows.append(f"| {name} | {min(base):.2f}–{max(base):.2f} | {min(this):.2f}–{max(this):.2f} | {ratio:.2f}× |")
+    md = "\n".join([
+        f"## Redaction throughput, side by side ({NAME})", "",
+        f"`python -m bench.redaction_ab --baseline {args.baseline} --rounds {args.rounds}`: ruleset "
+        f"{runs['baseline'][0]['version']} at {args.baseline} (baseline) against {runs['this'][0]['version']} at "
+        f"{result['this']}, {args.rounds * 2} processes each, A B B A; MB/s of thread CPU time, best of "
+        f"{args.passes} passes a process; load average at the end {result['loadavg']}.", "",
+        "| set | baseline MB/s | this MB/s | slowdown (median / median) |", "| :--- | ---: | ---: | ---: |",
+        *rows, ""])
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / f"{NAME}.md").write_text(md, encoding="utf-8")
+    (OUT / f"{NAME}.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
