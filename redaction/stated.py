@@ -23,6 +23,7 @@ Pure functions over (text, ascii-lowercased text) like :mod:`redaction.detectors
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 
@@ -244,6 +245,15 @@ def shape(v: str) -> str | None:
     if _LOWER_IDENT_RE.fullmatch(v) or _UPPER_IDENT_RE.fullmatch(v):
         return "weak" if dg and _PASSPHRASE_RE.fullmatch(v) else None
     return "weak"
+
+
+# shape() is pure and one redact() asks it about the same values again and again: the re-scans
+# after masking (a text with a finding is scanned up to four times) and the other detectors
+# judging the same token (CLI flags, user:password, the next message of the turn). A small cache
+# serves those repeats (3 in 4 calls on chat turns stating credentials); it is kept small on
+# purpose: it holds recent values only (in process memory, like the texts being redacted), and
+# a benchmark pass over a few hundred texts never finds the previous pass's values still in it.
+shape = functools.lru_cache(maxsize=32)(shape)
 
 
 # --------------------------------------------------------------------------
