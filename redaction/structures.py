@@ -125,6 +125,8 @@ _WS_SPLIT_RE = re.compile(r"[ \t]{2,}|\t")
 _CSV_HEAD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_ .-]{0,40}(?:,[A-Za-z_][A-Za-z0-9_ .-]{0,40})+")
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{1,63}")
 _TABLE_WORDS = ("pass", "pw", "secret", "token", "key", "auth", "cred")
+# What separates the cells of a table, a CSV row or a "name    value" listing.
+_CELL_SEPARATORS = ("|", ",", "  ", "\t", "│", "┃", "║")
 TABLE_PATTERNS = (_BAR_SPLIT_RE.pattern, _RULE_LINE_RE.pattern, _WS_SPLIT_RE.pattern, _CSV_HEAD_RE.pattern,
                   _NAME_RE.pattern) + _TABLE_WORDS
 
@@ -217,6 +219,8 @@ def _next_line(text: str, le: int) -> tuple[int, int] | None:
 
 
 def find_tables(text: str, low: str) -> Iterator[Candidate]:
+    if not any(sep in text for sep in _CELL_SEPARATORS):
+        return  # every kind of table below needs one on the line of a cue word (most prose: none)
     done = -1
     for hit, _he in word_hits(low, _TABLE_WORDS):
         if hit <= done:
@@ -224,8 +228,7 @@ def find_tables(text: str, low: str) -> Iterator[Candidate]:
         ls, le = _line_at(text, hit)
         done = le
         line = text[ls:le]
-        if le - ls < 4 or not ("|" in line or "," in line or "  " in line or "\t" in line
-                               or "│" in line or "┃" in line or "║" in line):
+        if le - ls < 4 or not any(sep in line for sep in _CELL_SEPARATORS):
             continue
         # Bar tables: a header naming a secret column, or NAME | VALUE rows.
         cells = _bar_cells(text, ls, le)
@@ -398,6 +401,7 @@ _BASE32_RE = re.compile(r"(?<![A-Za-z0-9_/+=-])(?:[A-Z2-7]{16,128}|[a-z2-7]{16,1
 _GROUP_CUE_RE = re.compile(r"key|secret|seed|token|pass(?:word|phrase|code)?|chunks?|groups?|otp|2fa|mfa|scan")
 _GROUPS_RE = re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{3,12}(?: [A-Za-z0-9_-]{3,12}){2,15}(?![A-Za-z0-9_-])")
 _CUE_WINDOW = 120
+_DIGIT_RE = re.compile(r"[0-9]")  # _GROUPS_RE matches ASCII only: its digits are 0-9
 #: literal cue words of find_groups (its gates)
 GROUP_CUES = ("key", "secret", "seed", "token", "pass", "chunk", "group", "otp", "2fa", "mfa", "scan")
 GROUP_PATTERNS = (_OTPAUTH_RE.pattern, _2FA_CUE_RE.pattern, _BASE32_RE.pattern, _GROUP_CUE_RE.pattern,
@@ -428,6 +432,8 @@ def find_totp(text: str, low: str) -> Iterator[Candidate]:
             v = m.group("v")
             if not _masked(v) and not is_placeholder(v):
                 yield ("totp-secret", *m.span("v"), 0)
+    if not _2FA_CUE_RE.search(low):
+        return  # a seed needs a cue before it on its line; the cue pattern is plain words
     for m in _BASE32_RE.finditer(text):
         v = m.group()
         if _base32_seed(v) and _2FA_CUE_RE.search(low, _line_start(text, m.start()), m.start()):
@@ -446,6 +452,9 @@ def find_groups(text: str, low: str) -> Iterator[Candidate]:
             we = min(len(low), ws + _CUE_WINDOW)
         if we <= seen:
             continue
+        if not _DIGIT_RE.search(text, max(ws, seen), we):
+            seen = we
+            continue  # a value read out in groups has a digit (below): prose after a cue has none
         for m in _GROUPS_RE.finditer(text, max(ws, seen), we):
             if any(c.isdigit() for c in m.group()):
                 found = _grouped(text, low, m.start(), m.end())
