@@ -449,9 +449,14 @@ def _memo_shape(memo: dict[str, str | None], v: str) -> str | None:
 _UNSEEN = object()
 # what a value needs at least one of (every shape() that is not None has one)
 _VALUEISH_RE = re.compile(r"[0-9!@#$%^&*+=?~|]|[A-Za-z][A-Z]")
+# What any value this detector reports has somewhere in it: shape() is None without a digit, a
+# password symbol or a capital after another character; the other way in is a long hex token.
+_ANY_VALUE_RE = re.compile(r"[0-9!@#$%^&*+=?~|]|\S[A-Z]|[0-9a-fA-F]{32}")
 
 
 def find_stated_passwords(text: str, low: str) -> Iterator[Candidate]:
+    if not _ANY_VALUE_RE.search(text):
+        return  # nothing in the text could be judged a value: the cue scan would be wasted
     hits = _cue_hits(text, low)
     if not hits:
         return

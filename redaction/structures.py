@@ -357,6 +357,8 @@ class _Cue:
 
 
 def find_code_lists(text: str, low: str) -> Iterator[Candidate]:
+    if not _DIGIT_RE.search(text):
+        return  # _code_list wants digits in half the items (ASCII items): ~1 text in 3 has none
     done = -1
     for cs, ce in word_hits(low, CODE_CUES):
         if cs < done or (low.startswith("code", cs) and ce < len(low) and low[ce].isalpha() and low[ce] != "s"):
@@ -401,7 +403,7 @@ _BASE32_RE = re.compile(r"(?<![A-Za-z0-9_/+=-])(?:[A-Z2-7]{16,128}|[a-z2-7]{16,1
 _GROUP_CUE_RE = re.compile(r"key|secret|seed|token|pass(?:word|phrase|code)?|chunks?|groups?|otp|2fa|mfa|scan")
 _GROUPS_RE = re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{3,12}(?: [A-Za-z0-9_-]{3,12}){2,15}(?![A-Za-z0-9_-])")
 _CUE_WINDOW = 120
-_DIGIT_RE = re.compile(r"[0-9]")  # _GROUPS_RE matches ASCII only: its digits are 0-9
+_DIGIT_RE = re.compile(r"[0-9]")  # the code and group patterns match ASCII only: their digits are 0-9
 #: literal cue words of find_groups (its gates)
 GROUP_CUES = ("key", "secret", "seed", "token", "pass", "chunk", "group", "otp", "2fa", "mfa", "scan")
 GROUP_PATTERNS = (_OTPAUTH_RE.pattern, _2FA_CUE_RE.pattern, _BASE32_RE.pattern, _GROUP_CUE_RE.pattern,
@@ -442,6 +444,8 @@ def find_totp(text: str, low: str) -> Iterator[Candidate]:
 
 def find_groups(text: str, low: str) -> Iterator[Candidate]:
     """A value read out in groups after a cue: looked for only just after each cue word."""
+    if not _DIGIT_RE.search(text):
+        return  # see below: a group value has a digit
     seen = -1
     for _cs, ws in word_hits(low, GROUP_CUES):
         nl = low.find("\n", ws, ws + _CUE_WINDOW)
