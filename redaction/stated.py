@@ -208,19 +208,24 @@ def shape(v: str) -> str | None:
     n = len(v)
     if n < 4 or n > 128 or _masked(v) or BLANK in v or "[REDACTED:" in v:
         return None
-    if not v.isascii() or (is_placeholder(v) and not (v[0] == "$" and all(_classes(v[1:])[:3]))) or _id_shaped(v):
-        return None
+    # The two class tests below come before the placeholder and id checks (about fifteen regexes)
+    # on purpose: they answer None for most tokens of a sentence, which is what those checks would
+    # answer too (every other outcome needs both to pass), at the cost of one pass over the value.
     up, lo, dg, sy = _classes(v)
     letters = up or lo
+    if not letters and not (dg and n >= 6 and not sy):
+        return None
+    inner_sym = any(c in _PW_SYMBOLS for c in v[:-1].rstrip("!?"))
+    if letters and not (dg or inner_sym or (up and lo and any(c.isupper() for c in v[1:]))):
+        return None  # a plain word or identifier ("Thanks!", "required")
+    if not v.isascii() or (is_placeholder(v) and not (v[0] == "$" and all(_classes(v[1:])[:3]))) or _id_shaped(v):
+        return None
+    if not letters:
+        return "weak"  # "password: 84736251"
     pw_sym = any(c in _PW_SYMBOLS for c in v)
     if pw_sym and "@" in v[1:-1] and not any(c in _PW_SYMBOLS for c in v.replace("@", "")) \
             and _HOSTISH_RE.fullmatch(v.rpartition("@")[2]):
         pw_sym = False  # user@host, not a password symbol
-    if not letters:
-        return "weak" if dg and n >= 6 and not sy else None  # "password: 84736251"
-    inner_sym = any(c in _PW_SYMBOLS for c in v[:-1].rstrip("!?"))
-    if not (dg or inner_sym or (up and lo and any(c.isupper() for c in v[1:]))):
-        return None  # a plain word or identifier ("Thanks!", "required")
     if n >= 8 and dg:
         if pw_sym and not v.startswith(("@", "#")):
             return "medium"
