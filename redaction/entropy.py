@@ -70,12 +70,19 @@ def is_placeholder(value: str) -> bool:
     if low in _PLACEHOLDER_WORDS or _SAME_CHAR_RE.fullmatch(v):
         return True
     # "xxxx" marks a template ("sk-xxxx…") but occurs by chance in a random token (…89ABXXXx…)
-    marks = _PLACEHOLDER_MARKS if not _looks_random(v) else _PLACEHOLDER_MARKS_NOT_X
-    if any(part in low for part in marks):
+    looks_random = _looks_random(v)
+    if (_MARKS_NOT_X_RE if looks_random else _MARKS_RE).search(low):
         return True
-    if not _looks_random(v) and any(part in low for part in _PLACEHOLDER_WORDS_IN):
+    if not looks_random and _WORDS_IN_RE.search(low):
         return True
     return _REFERENCE_RE.fullmatch(v) is not None
+
+
+# The substring tests of is_placeholder as one search each: it runs on every candidate value
+# of the context rules, and a Python loop over two dozen words cost more than the rest of it.
+_MARKS_RE = re.compile("|".join(map(re.escape, _PLACEHOLDER_MARKS)))
+_MARKS_NOT_X_RE = re.compile("|".join(map(re.escape, _PLACEHOLDER_MARKS_NOT_X)))
+_WORDS_IN_RE = re.compile("|".join(map(re.escape, _PLACEHOLDER_WORDS_IN)))
 
 
 def _looks_random(v: str) -> bool:
