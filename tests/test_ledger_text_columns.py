@@ -17,6 +17,7 @@ from indexer.sync.progress import ProgressTotals
 from ledger.connection import INTEGER_COLUMNS, READ_COLUMNS
 from ledger.reader import LedgerReader
 from ledger.writer import schema_sql
+from tests.test_ledger_bad_values import _ledger_head as _head_id
 from tests.test_sync import expected_paths
 
 # Which row of the session "hurt" a column is changed in: its session, its history rows, its head's
@@ -54,14 +55,6 @@ def _cases() -> list[tuple[str, str, str]]:
 def _indexer(config):
     return Indexer(config, sinks=build_sinks(config, embedder=FakeEmbedder()), redact=lambda s: s,
                    redaction_version="t")
-
-
-def _head_id(ledger_path) -> int:
-    con = sqlite3.connect(ledger_path)
-    try:
-        return con.execute("SELECT max(id) FROM session_history").fetchone()[0]
-    finally:
-        con.close()
 
 
 @pytest.mark.parametrize("table, column, value", _cases())
