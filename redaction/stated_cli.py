@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from .assignments import classify_name
 from .detectors import _masked, overlapping, word_before
 from .entropy import is_placeholder, looks_like_password, looks_like_token, shannon
-from .stated import _id_shaped, shape
+from .value_shape import _id_shaped, shape
 
 Candidate = tuple[str, int, int, int]
 

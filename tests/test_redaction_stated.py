@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from redaction import redact
-from redaction.stated import shape
+from redaction.value_shape import shape
 
 P = "Kx7#qLm2Wv9z"        # a generated password with a symbol
 R = "hT4kWq9ZmB2xLp"      # random letters and digits, mixed case
