@@ -60,7 +60,7 @@ def test_api_fuzz(case):
 def test_fuzz_covers_every_operation():
     operations = {f"{op.method.upper()} {op.path}" for op in (r.ok() for r in schema.get_all_operations())}
     assert operations == {
-        "POST /v1/memory_search", "GET /v1/memory_get", "GET /v1/status", "GET /healthz", "GET /readyz",
+        "POST /v1/memory_search", "GET /v1/memory_get", "POST /v1/memory_get", "GET /v1/status", "GET /healthz", "GET /readyz",
         "GET /metrics", "POST /v1/admin/reindex", "GET /v1/admin/reindex", "GET /v1/admin/projects",
         "POST /v1/admin/projects/{name}/sessions", "POST /v1/admin/projects/{name}/sessions/remove",
         "PUT /v1/admin/sessions/visibility",

@@ -15,6 +15,7 @@ import time
 import httpx
 import pytest
 
+from ledger.writer import LedgerWriter
 from tests.daemon_process import Daemon, free_port
 from tests.mcp_helpers import (
     DM,
@@ -24,6 +25,7 @@ from tests.mcp_helpers import (
     assert_answer,
     assert_refused,
     clean_env,
+    cli,
     demo_config,
     first_path,
     persona_paths,
@@ -72,6 +74,12 @@ def daemon(tmp_path_factory):
         code = d.stop()
     # SIGTERM with MCP's session manager in the app's lifespan: still a clean, quick exit.
     assert code == 0, open(d.log.name).read()[-4000:]
+
+
+def refused_for_size(d: Daemon) -> int:
+    text = httpx.get(d.base + "/metrics", timeout=10).text
+    return int(sum(float(m) for m in re.findall(
+        r'^ledger_indexer_http_requests_total\{[^}]*status="413"[^}]*\} ([0-9.e+]+)$', text, re.M)))
 
 
 def requests_counted(d: Daemon, route: str) -> int:
@@ -232,6 +240,38 @@ def test_stdio_forwarding_keeps_a_narrowed_scope(daemon):
     assert "rotate" in assert_answer(own)["text"].lower()
     assert_refused(wider, "scope 'project' is wider")
     assert {e["door"] for e in server.events() if e["event"] in ("mcp.call", "mcp.refused")} == {"daemon"}
+
+
+# A session label has no cap. One of 39,007 characters travels to the daemon in a POST body; one of
+# 104,007 (past httpx's 64 KiB URL limit and the API's 64,000-byte body limit) is answered from the
+# index opened by the caller, never refused.
+MID_LABEL = "tïcket/" + "a-very-long-session-label " * 1500
+HUGE_LABEL = "tïcket/" + "a-very-long-session-label " * 4000
+
+
+@pytest.mark.parametrize("label, door", [(MID_LABEL, "daemon"), (HUGE_LABEL, "local")], ids=["39k", "104k"])
+def test_memory_get_serves_a_session_label_of_any_length(daemon, label, door):
+    word = f"walrus{len(label)}"
+    with LedgerWriter(daemon.config.parent / "agents.db") as ledger:
+        ledger.turn(label, user=f"the {word} migration plan", assistant="noted")
+    daemon.wait_caught_up(["atlas"])
+    path = first_path(daemon.config, "atlas", label)
+    gets, too_large = requests_counted(daemon, "/v1/memory_get"), refused_for_size(daemon)
+    server = Stdio(daemon.config, "atlas", session=label)
+
+    async def script(s):
+        return await s.call_tool("memory_get", {"path": path})
+
+    assert word in assert_answer(server.run(script))["text"]
+    events = server.events()
+    assert [e["door"] for e in events if e["event"] in ("mcp.call", "mcp.refused")] == [door]
+    assert any(e["event"] == "mcp.answered_here" and e["reason"] == "request_too_large" for e in events) \
+        == (door == "local")
+    assert word in cli(daemon.config, "get", path, "--persona", "atlas", "--session", label).stdout
+    # Both calls reached the daemon: answered there (39k), or refused for size and answered here (104k).
+    answered, refused = (2, 0) if door == "daemon" else (0, 2)
+    assert (requests_counted(daemon, "/v1/memory_get") - gets, refused_for_size(daemon) - too_large) \
+        == (answered, refused)
 
 
 def test_tokens_never_reach_the_daemon_log(daemon):

@@ -84,6 +84,11 @@ class _DaemonGone(Exception):
     """The daemon did not answer (stopped, restarting): the call falls back to the index."""
 
 
+class _TooLargeToForward(Exception):
+    """The daemon's API refused the request's size (413: a session label of tens of thousands of
+    characters). A label has no cap of its own: the call is answered from the index opened here."""
+
+
 class _DaemonDoor:
     """The tools answered by a running daemon's HTTP API (``/v1/memory_search``, ``/v1/memory_get``)."""
 
@@ -112,6 +117,8 @@ class _DaemonDoor:
             body = None
         if response.status_code == 200 and isinstance(body, dict):
             return body
+        if response.status_code == 413:
+            raise _TooLargeToForward(str(body.get("error") if isinstance(body, dict) else response.status_code))
         message = body.get("error") if isinstance(body, dict) else None
         reason = "not_found" if response.status_code == 404 else ("unavailable" if response.status_code >= 500
                                                                    else "refused")
@@ -130,12 +137,13 @@ class _DaemonDoor:
 
         if principal.narrowed and not await anyio.to_thread.run_sync(visible):
             raise not_found(principal, path)
-        params: dict[str, Any] = {"persona": principal.persona, "path": path, "from": from_line}
+        body: dict[str, Any] = {"persona": principal.persona, "path": path, "from": from_line}
         if lines is not None:
-            params["lines"] = lines
+            body["lines"] = lines
         if principal.session is not None:
-            params["session"] = principal.session
-        return await self._call("memory_get", "GET", "/v1/memory_get", params=params)
+            body["session"] = principal.session
+        # A body, not a query string: a label has no cap, and a long one does not fit a request line.
+        return await self._call("memory_get", "POST", "/v1/memory_get", json=body)
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -196,6 +204,8 @@ class StdioDoor:
                 if should_log("mcp.daemon_unreachable", 60.0):
                     log.warning("mcp.daemon_unreachable", url=daemon.base_url, error=str(exc)[:200],
                                 fallback="index opened here")
+            except _TooLargeToForward as exc:
+                log.info("mcp.answered_here", reason="request_too_large", error=str(exc)[:200])
         self.name = self.local.name
         return await getattr(self.local, op)(*args)
 

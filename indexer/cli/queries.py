@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from indexer.cli.common import EXIT_OK, EXIT_USAGE, CliError, ensure_logging, invalid_line
 from indexer.cli.common import print_json as _print_json
-from indexer.cli.remote import DaemonApi
+from indexer.cli.remote import DaemonApi, RequestTooLarge
 
 if TYPE_CHECKING:
     from indexer.runtime.config import Config
@@ -37,9 +37,13 @@ def run_search(config_path: str | None, load: ConfigLoader, args, *, as_json: bo
             "sources": args.sources or ["sessions", "memory"], "max_results": args.max_results,
             "min_score": args.min_score, "mode": args.mode}
     daemon, config = _daemon(config_path, load)
+    response = None
     if daemon is not None:  # the daemon validates the request as it validates every API call
-        response = daemon.answer("POST", "/v1/memory_search", {k: v for k, v in body.items() if v is not None})
-    else:
+        try:
+            response = daemon.answer("POST", "/v1/memory_search", {k: v for k, v in body.items() if v is not None})
+        except RequestTooLarge:  # a label too long for the daemon's body limit: answered here
+            config = config or load()
+    if response is None:
         response = _search_here(config, body)
     if as_json:
         _print_json(response)
@@ -84,10 +88,15 @@ def run_get(config_path: str | None, load: ConfigLoader, persona: str, path: str
     if from_line < 1 or (lines is not None and lines < 1):
         raise CliError("--from and --lines must be positive", EXIT_USAGE)
     daemon, config = _daemon(config_path, load)
+    found = None
     if daemon is not None:
         query = {"persona": persona, "path": path, "from": from_line, "lines": lines, "session": session}
-        found = daemon.answer("GET", "/v1/memory_get", query={k: v for k, v in query.items() if v is not None})
-    else:
+        # A body, not a query string: a label has no cap, and a long one does not fit a URL.
+        try:
+            found = daemon.answer("POST", "/v1/memory_get", {k: v for k, v in query.items() if v is not None})
+        except RequestTooLarge:  # a label too long for the daemon's body limit: answered here
+            config = config or load()
+    if found is None:
         ensure_logging()
         if not config.index.object_store and not config.state_db_path.exists():  # never create an empty one
             raise CliError(f"no index at {config.index.dir}: run `ledger-indexer sync` or start the daemon")

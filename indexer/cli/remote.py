@@ -20,6 +20,14 @@ if TYPE_CHECKING:
     from indexer.runtime.config import Config
 
 
+class RequestTooLarge(CliError):
+    """The daemon's API refused the request's size (413): a session label of tens of thousands of
+    characters. Labels have no cap of their own, so the caller answers such a request in-process."""
+
+    def __init__(self, message: str):
+        super().__init__(message, EXIT_USAGE)
+
+
 @dataclass(frozen=True, slots=True)
 class DaemonApi:
     """Where a running daemon answers; found through the index lock's holder record."""
@@ -101,4 +109,6 @@ class DaemonApi:
         details = data.get("details") if isinstance(data, dict) else None
         if details:
             message = "; ".join(f"{d.get('field')}: {d.get('message')}" for d in details[:3])
+        if status == 413:
+            raise RequestTooLarge(message or "request body too large")
         raise CliError(message or f"the daemon answered {status}", EXIT_USAGE if status in (400, 422) else EXIT_FAIL)

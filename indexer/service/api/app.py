@@ -46,6 +46,7 @@ from indexer.service.api.models import (
     DEFAULT_MAX_REQUEST_BYTES,
     RETRY_AFTER_SECONDS,
     DocPath,
+    GetRequestBody,
     GetResponseModel,
     Label,
     LabelsRequest,
@@ -285,6 +286,18 @@ def create_app(backend: ApiBackend, *, admin_token: str | None, max_request_byte
                                                            "are visible only to themselves).")] = None,
         principal=Security(get_caller),
     ) -> JSONResponse:
+        return _get(persona, path, from_line, lines, session, principal)
+
+    @app.post("/v1/memory_get", response_model=GetResponseModel, tags=["memory"],
+              responses={**caller_errors, **_errors(*_BODY_ERRORS, 404, 503, e404="No such document, or not "
+                                                    "visible to `session` (or to the token's scope).")},
+              summary="The same as GET, the parameters in a JSON body (a label too long for a URL)",
+              openapi_extra=token_optional)
+    def memory_get_body(body: GetRequestBody, principal=Security(get_caller)) -> JSONResponse:
+        return _get(body.persona, body.path, body.from_line, body.lines, body.session, principal)
+
+    def _get(persona: str, path: str, from_line: int, lines: int | None, session: str | None,
+             principal) -> JSONResponse:
         fetch = backend.get
         if principal is not None:
             session, scope = confine_get(principal, persona, session)

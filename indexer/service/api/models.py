@@ -135,6 +135,22 @@ class SearchResponseModel(BaseModel):
         "failed and the results come from the vector stage only. Empty when the answer is complete."))
 
 
+class GetRequestBody(BaseModel):
+    """``memory_get``'s parameters as a JSON body (``POST /v1/memory_get``): a session label has no
+    cap of its own, and one of tens of thousands of characters does not fit a request line."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True, title="GetRequest")
+
+    persona: Persona = Field(description="The ledger's persona_id.")
+    path: DocPath = Field(description="A path from a search result.")
+    from_line: Annotated[int, Field(alias="from", ge=1, le=1_000_000_000, strict=False),
+                         BeforeValidator(_json_int)] = Field(1, description="First line, 1-based.")
+    lines: Annotated[int, Field(ge=1, le=10_000, strict=False), BeforeValidator(_json_int)] | None = Field(
+        None, description="How many lines (default: to the end).")
+    session: Label | None = Field(None, description="The caller's session label (private sessions are visible "
+                                                    "only to themselves).")
+
+
 class GetResponseModel(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
