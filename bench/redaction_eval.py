@@ -4,8 +4,10 @@
 
 Reads tests/data/redaction_eval/ (chat.jsonl and catalog.jsonl from
 bench/redaction_eval_gen.py, clean_dev.jsonl copied from public developer
-prose) and ../shared/redaction/clean_chat.jsonl, runs `redaction.redact` over
-every line and reports, per split (tune / heldout) and per family or vendor:
+prose, chat_fresh.jsonl and clean_chat_fresh.jsonl from
+bench/redaction_fresh_gen.py) and ../shared/redaction/clean_chat.jsonl, runs
+`redaction.redact` over every line and reports, per split (tune / heldout) and
+per family or vendor:
 
 - recall: a line is a hit only if every occurrence of every secret in its
   `secrets` list is gone from the output (also reported: lines where a run of
@@ -15,8 +17,12 @@ every line and reports, per split (tune / heldout) and per family or vendor:
 - idempotence: redact(redact(x)) == redact(x);
 - throughput over the chat corpus (MB/s, best of --repeat).
 
-The headline is the held-out figures. Writes bench/out/redaction_eval.md and
-.json. Exit status 0: this is a measurement, the targets are reported, not
+The fresh corpus (chat_fresh / clean_chat_fresh) was written independently of
+the redactor and is reported in its own section: recall per family, clean lines
+changed per family, idempotence. Its texts are never printed or written to the
+outputs (`--show` names only family and template of a miss), so that tuning
+cannot look at them. The headline is the held-out figures, the fresh corpus
+first. Writes bench/out/redaction_eval.md and .json. Exit status 0: this is a measurement, the targets are reported, not
 enforced.
 """
 
@@ -39,7 +45,10 @@ from bench.common import SHARED, git_commit, machine, md_table, write_outputs  #
 DATA = ROOT / "tests" / "data" / "redaction_eval"
 CLEAN_CHAT = SHARED / "redaction" / "clean_chat.jsonl"
 RUN = 12          # partial leak: this many consecutive characters of a secret survive
-TARGETS = {"chat": 0.97, "catalog": 0.97, "gitleaks": 0.98, "clean_dev_rate": 1 / 300}
+FRESH_CHAT = DATA / "chat_fresh.jsonl"
+FRESH_CLEAN = DATA / "clean_chat_fresh.jsonl"
+TARGETS = {"chat": 0.97, "catalog": 0.97, "gitleaks": 0.98, "clean_dev_rate": 1 / 300, "fresh_chat": 0.97,
+           "fresh_clean_changed": 0}
 
 
 def load_jsonl(path: Path) -> list[dict]:
@@ -116,6 +125,55 @@ def excerpt(text: str, n: int = 160) -> str:
     return one if len(one) <= n else one[:n - 1] + "…"
 
 
+def fresh_figures(r_chat: list[dict], r_clean: list[dict], show: int) -> tuple[list[str], dict]:
+    """The fresh held-out corpus: numbers, family names and template ids only, never a text."""
+    overall = recall(r_chat)
+    changed = [r for r in r_clean if r["changed"]]
+    not_idem = [r for r in r_chat + r_clean if not r["idempotent"]]
+    lines = [
+        "### Fresh held-out corpus (issue 34)",
+        "",
+        f"`chat_fresh.jsonl` {len(r_chat)} lines ({len({r['row']['template'] for r in r_chat})} templates, "
+        f"{len({r['row']['family'] for r in r_chat})} families), `clean_chat_fresh.jsonl` {len(r_clean)} lines "
+        f"({len({r['row']['family'] for r in r_clean})} families), from bench/redaction_fresh_gen.py: phrasings "
+        "written without sight of the redactor's rules or tests. Texts are not shown here.",
+        "",
+        md_table(["measure", "value", "target"], [
+            ["recall, fresh chat credentials", f"**{pct(overall)}**", f"≥ {TARGETS['fresh_chat']:.0%}"],
+            [f"lines with a {RUN}-char run of a secret left", overall["partial_leaks"], "report"],
+            ["fresh clean lines changed (any change)", f"**{len(changed)}/{len(r_clean)}**", "0"],
+            ["not idempotent (fresh files)", f"{len(not_idem)}/{len(r_chat) + len(r_clean)}", "0"],
+        ], align=["l", "r", "l"]),
+        "",
+    ]
+    fam_rows, fam_json = [], {}
+    for fam, group in by(r_chat, lambda row: row["family"]).items():
+        fig = recall(group)
+        fam_json[fam] = {**fig, "templates": len({r["row"]["template"] for r in group})}
+        fam_rows.append([fam, fam_json[fam]["templates"], pct(fig), fig["partial_leaks"]])
+    lines += [md_table(["fresh family", "templates", "recall", "partial leaks"], fam_rows), ""]
+    clean_rows, clean_json = [], {}
+    for fam, group in by(r_clean, lambda row: row["family"]).items():
+        n = sum(r["changed"] for r in group)
+        clean_json[fam] = {"lines": len(group), "changed": n}
+        clean_rows.append([fam, len(group), n])
+    lines += [md_table(["fresh clean family", "lines", "changed"], clean_rows), ""]
+    missed_templates = sorted({r["row"]["template"] for r in r_chat if r["missed"]})
+    changed_templates = sorted({r["row"]["template"] for r in changed})
+    if show:
+        def count(results: list[dict], key: str) -> str:
+            n: dict[str, int] = defaultdict(int)
+            for r in results:
+                n[r["row"][key]] += 1
+            return ", ".join(f"`{t}` ×{k}" for t, k in sorted(n.items())[:show * 5]) or "none"
+        lines += ["Fresh misses by template (ids only): " + count([r for r in r_chat if r["missed"]], "template"),
+                  "", "Fresh clean lines changed by template (ids only): " + count(changed, "template"), ""]
+    data = {"chat": overall, "chat_families": fam_json, "clean": {"lines": len(r_clean), "changed": len(changed)},
+            "clean_families": clean_json, "not_idempotent": len(not_idem),
+            "missed_templates": missed_templates, "changed_templates": changed_templates}
+    return lines, data
+
+
 def run(show: int, repeat: int) -> tuple[str, dict]:
     import redaction
     from redaction import REDACTION_VERSION, redact
@@ -126,11 +184,16 @@ def run(show: int, repeat: int) -> tuple[str, dict]:
     catalog = load_jsonl(DATA / "catalog.jsonl")
     clean_dev = load_jsonl(DATA / "clean_dev.jsonl")
     clean_chat = load_jsonl(CLEAN_CHAT) if CLEAN_CHAT.exists() else []
+    fresh_chat = load_jsonl(FRESH_CHAT) if FRESH_CHAT.exists() else []
+    fresh_clean = load_jsonl(FRESH_CLEAN) if FRESH_CLEAN.exists() else []
 
     r_chat = evaluate(chat, redact)
     r_cat = evaluate(catalog, redact)
     r_dev = evaluate(clean_dev, redact)
     r_cc = evaluate(clean_chat, redact)
+    r_fchat = evaluate(fresh_chat, redact)
+    r_fclean = evaluate(fresh_clean, redact)
+    fresh_lines, fresh_data = fresh_figures(r_fchat, r_fclean, show)
     mb_s = throughput([row["text"] for row in chat], redact, repeat)
     mb_s_dev = throughput([row["text"] for row in clean_dev], redact, repeat)
 
@@ -166,6 +229,10 @@ def run(show: int, repeat: int) -> tuple[str, dict]:
         "every secret is gone. Headline: held-out (templates, families and vendors never used for tuning).",
         "",
         md_table(["measure", "held-out", "tune", "all", "target"], [
+            ["recall, fresh chat corpus (independent, all held out)", f"**{pct(fresh_data['chat'])}**", "–",
+             pct(fresh_data["chat"]), f"≥ {TARGETS['fresh_chat']:.0%}"],
+            ["fresh clean chat lines changed", f"**{fresh_data['clean']['changed']}/{fresh_data['clean']['lines']}**",
+             "–", f"{fresh_data['clean']['changed']}/{fresh_data['clean']['lines']}", "0"],
             row3("recall, chat-style credentials", chat_fig, f"≥ {TARGETS['chat']:.0%}"),
             row3("recall, catalog examples (realistic values)", cat_fig, f"≥ {TARGETS['catalog']:.0%}"),
             row3("recall, gitleaks-derived subset", gl_fig, f"≥ {TARGETS['gitleaks']:.0%}"),
@@ -181,6 +248,7 @@ def run(show: int, repeat: int) -> tuple[str, dict]:
             ["throughput over clean_dev (real prose), per excerpt", "", "", f"{mb_s_dev:.1f} MB/s", "report"],
         ], align=["l", "r", "r", "r", "l"]),
         "",
+        *fresh_lines,
         "### Chat families",
         "",
     ]
@@ -268,7 +336,8 @@ def run(show: int, repeat: int) -> tuple[str, dict]:
         "version": REDACTION_VERSION, "fingerprint": fingerprint, "commit": git_commit(),
         "machine": machine(),
         "sizes": {"chat": len(chat), "catalog": len(catalog), "clean_dev": len(clean_dev),
-                  "clean_chat": len(clean_chat)},
+                  "clean_chat": len(clean_chat), "chat_fresh": len(fresh_chat), "clean_chat_fresh": len(fresh_clean)},
+        "fresh": fresh_data,
         "chat": chat_fig, "catalog": cat_fig, "gitleaks": gl_fig, "trufflehog": th_fig,
         "chat_families": fam_json, "catalog_sources": src_json, "catalog_vendors": vendor_json,
         "clean_dev": {s: {"changed": len(dev_changed[s]), "lines": dev_n[s]} for s in dev_changed},
