@@ -12,13 +12,9 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from fake_embedder import FakeEmbedder
 
-from indexer.search.searcher import Searcher
 from indexer.service.api import ApiServer, create_app
-from indexer.service.daemon import Daemon
-from indexer.sync.context import Indexer, build_sinks
-from indexer.sync.engine import sync_once
+from tests.synced_daemon import synced_daemon
 
 LONG = "dm:+1 555/" + "ünï kafka-" * 600  # 6,010 characters, not ASCII, spaces and slashes
 SECRET = "LONGWORD quokka retention"
@@ -32,21 +28,14 @@ def http(writer, config_factory):
     writer.turn(LONG, user=f"the {SECRET} plan", assistant="noted")
     writer.turn("main", user="an unrelated session about lunch", assistant="soup")
     config = config_factory(sinks=("lancedb",))
-    embedder = FakeEmbedder()
-    daemon = Daemon(config)
-    daemon.indexer = Indexer(config, sinks=build_sinks(config, embedder=embedder), redact=lambda s: s,
-                             redaction_version="t")
-    sync_once(daemon.indexer)
-    daemon.searcher = Searcher(config, embedder=embedder, state=daemon.indexer.state)
-    server = ApiServer(create_app(daemon, admin_token=TOKEN), "127.0.0.1", 0)
-    server.start()
-    try:
-        with httpx.Client(base_url=server.url, timeout=30) as client:
-            yield client
-    finally:
-        server.stop()
-        daemon.searcher.close()
-        daemon.indexer.close()
+    with synced_daemon(config) as daemon:
+        server = ApiServer(create_app(daemon, admin_token=TOKEN), "127.0.0.1", 0)
+        server.start()
+        try:
+            with httpx.Client(base_url=server.url, timeout=30) as client:
+                yield client
+        finally:
+            server.stop()
 
 
 def search(http: httpx.Client, caller: str | None, **extra) -> httpx.Response:

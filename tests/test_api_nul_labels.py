@@ -14,16 +14,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from fake_embedder import FakeEmbedder
 from fastapi.testclient import TestClient
 from structlog.processors import JSONRenderer
 from structlog.testing import capture_logs
 
-from indexer.search.searcher import Searcher
 from indexer.service.api import create_app
-from indexer.service.daemon import Daemon
-from indexer.sync.context import Indexer, build_sinks
-from indexer.sync.engine import sync_once
+from tests.synced_daemon import synced_daemon
 
 NUL_LABEL = "nul\x00label"
 SECRET = "NULWORD okapi migration"
@@ -37,16 +33,8 @@ def api(writer, config_factory):
     writer.turn(NUL_LABEL, user=f"the {SECRET} plan", assistant="noted")
     writer.turn("main", user="an unrelated session about lunch", assistant="soup")
     config = config_factory(sinks=("lancedb", "qmd"))
-    embedder = FakeEmbedder()
-    daemon = Daemon(config)
-    daemon.indexer = Indexer(config, sinks=build_sinks(config, embedder=embedder), redact=lambda s: s,
-                             redaction_version="t")
-    sync_once(daemon.indexer)
-    daemon.searcher = Searcher(config, embedder=embedder, state=daemon.indexer.state)
-    with TestClient(create_app(daemon, admin_token=TOKEN)) as client:
+    with synced_daemon(config) as daemon, TestClient(create_app(daemon, admin_token=TOKEN)) as client:
         yield client, config
-    daemon.searcher.close()
-    daemon.indexer.close()
 
 
 def sessions_found(client, caller: str | None) -> set[str]:
