@@ -70,8 +70,7 @@ test-slow: setup qmd
 	$(PY) -m pytest -q -m slow
 
 bench: setup qmd
-	$(PY) -m bench.run_all
-	cp bench/out/RESULTS.generated.md bench/RESULTS.md
+	$(PY) -m bench.run_all   # runs, records bench/results/, renders bench/RESULTS.md
 
 clean:
 	rm -rf $(VENV) .tools $(DEMO)

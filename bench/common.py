@@ -155,10 +155,29 @@ def jsonable(value):
     return value
 
 
+def run_report(markdown: str) -> dict:
+    """What bench/RESULTS.md shows of a run (``python -m bench.run_all`` records it): the command as
+    typed, the commit, the date, the load average at the end, and the section's tables."""
+    import sys
+
+    from bench.records import parse_tables
+
+    args = " ".join(sys.argv[1:])
+    command = f"python -m bench.{Path(sys.argv[0]).stem}" + (f" {args}" if args else "")
+    quick = os.environ.get("BENCH_QUICK") == "1" or "--quick" in sys.argv[1:]
+    return {"command": command, "commit": git_commit(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "load": loadavg(), "quick": quick,
+            "tables": [{"caption": caption, "markdown": table.markdown()}
+                       for caption, table in parse_tables(markdown)]}
+
+
 def write_outputs(name: str, markdown: str, data: dict) -> Path:
+    """``bench/out/<name>.md`` (the run's section) and ``<name>.json`` (its numbers, plus ``_report``:
+    see :func:`run_report`)."""
     d = out_dir()
     (d / f"{name}.md").write_text(markdown.rstrip() + "\n", encoding="utf-8")
-    (d / f"{name}.json").write_text(json.dumps(jsonable(data), indent=1, sort_keys=True, default=str) + "\n",
+    payload = {**jsonable(data), "_report": run_report(markdown)}
+    (d / f"{name}.json").write_text(json.dumps(payload, indent=1, sort_keys=True, default=str) + "\n",
                                     encoding="utf-8")
     return d / f"{name}.md"
 

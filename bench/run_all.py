@@ -1,58 +1,50 @@
-"""Run every benchmark, each in its own process, and assemble ``bench/out/RESULTS.generated.md``.
+"""Run every benchmark, each in its own process, record each run and render ``bench/RESULTS.md``.
 
 ``make bench`` runs ``python -m bench.run_all``. Benchmarks, in order (a module
-that does not exist yet is skipped with a note):
+that does not exist yet is skipped with a note): see ``BENCHES``.
 
-- ``redaction`` — ``bench.bench_redaction``
-- ``locomo``    — ``bench.locomo``
-- ``latency``   — ``bench.latency``
-- ``ann``       — ``bench.ann``
-- ``daemon``    — ``bench.daemon_bench``
-- ``kill_campaign`` — ``bench.kill_campaign``
-- ``cli_latency`` — ``bench.cli_latency``
-- ``mcp_latency`` — ``bench.mcp_latency``
-- ``noop_pass`` — ``bench.noop_pass``
-- ``recurring_cost`` — ``bench.recurring_cost``
-- ``objectstore`` — ``bench.objectstore``
-- ``embed_memory`` — ``bench.embed_memory``
-- ``fold_cost`` — ``bench.fold_cost``
+Each benchmark writes ``bench/out/<name>.md`` (its section) and ``bench/out/<name>.json`` (its
+numbers and a ``_report``: command, commit, date, load average, tables; ``bench.common.write_outputs``).
+After a run, run_all records it as ``bench/results/<name>.md`` (one table, the Summary rows;
+``bench/records.py``) and renders RESULTS.md from every record, so a benchmark not run now keeps
+its latest recorded figures. ``--render-only`` runs nothing: it records whatever ``bench/out/*.json``
+is newer than its record, then renders. Quick runs are never recorded. ``--quick`` is passed on to
+modules whose source mentions ``--quick``, and ``BENCH_QUICK=1`` is set for all.
 
-Each writes its markdown section to ``bench/out/<name>.md`` (run_all also
-accepts ``bench/out/<module name>.md``). With ``--only`` (or
-``--assemble-only``) the benchmarks not run now contribute the section an
-earlier run left in ``bench/out``, marked "reused", so the document stays whole. ``--quick`` is passed on to modules
-whose source mentions ``--quick``, and ``BENCH_QUICK=1`` is set for all.
-
-    python -m bench.run_all [--quick] [--only NAME[,NAME]] [--assemble-only]
+    python -m bench.run_all [--quick] [--only NAME[,NAME]] [--render-only]
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-from bench.common import OUT, REPO, fmt_s, git_commit, log, machine, out_dir
-from bench.summary import summary
+from bench import records
+from bench.common import OUT, REPO, fmt_s, log, out_dir
+from bench.summary import rows_for
 
 
 @dataclass(frozen=True)
 class Bench:
     name: str
     module: str
+    table: str = ""  # the caption (heading above it) of the section table its record keeps; "": the first
 
 
 BENCHES = (
     Bench("redaction", "bench.bench_redaction"),
-    Bench("locomo", "bench.locomo"),
-    Bench("latency", "bench.latency"),
+    Bench("locomo", "bench.locomo", table="Overall"),
+    Bench("latency", "bench.latency", table="In-process"),
     Bench("ann", "bench.ann"),
-    Bench("daemon", "bench.daemon_bench"),
+    Bench("daemon", "bench.daemon_bench", table="Freshness"),
     Bench("kill_campaign", "bench.kill_campaign"),
     Bench("cli_latency", "bench.cli_latency"),
     Bench("mcp_latency", "bench.mcp_latency"),
@@ -102,44 +94,67 @@ def run_one(bench: Bench, quick: bool) -> dict:
     return {"status": status, "seconds": seconds, "path": path if fresh else None}
 
 
-def header(results: dict[str, dict], quick: bool, only: str | None = None) -> str:
-    m = machine()
-    model = "sentence-transformers/all-MiniLM-L6-v2 (int8 ONNX, packaged, fastembed)"
-    try:
-        from indexer.embedding import model_files
+#: Sections of RESULTS.md in this order; records of other names (results measured by a benchmark's
+#: options or by hand, see bench/README.md) follow by name.
+ORDER = ("redaction", "redaction_eval", "redaction_ab", "recurring_cost", "locomo", "latency", "ann",
+         "sync_throughput", "noop_pass", "fold_cost", "daemon", "daemon_api", "daemon_memory", "embed_memory",
+         "kill_campaign", "cli_latency", "mcp_latency", "objectstore")
 
-        model = f"{model_files.MODEL_NAME} (int8 ONNX, packaged, fastembed; fingerprint `{model_files.FINGERPRINT}`)"
-    except Exception:
-        pass
-    lines = [
-        "# ledger-indexer benchmark results (generated)",
-        "",
-        f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}",
-        f"- git commit: {git_commit()}",
-        f"- machine: {m['nproc']} cores ({m['cpu']}), {m['mem_gb']} GB RAM, load average at the end "
-        f"{' / '.join(str(x) for x in m['loadavg'])} (shared, noisy VM), Python {m['python']}",
-        f"- embedding model: {model}",
-        f"- mode: {'quick (partial, not for the record)' if quick else 'full'}"
-        + ("; nothing run now: assembled from the sections in bench/out" if only == "-" else
-           f"; this run: only {only}, the other sections are reused from earlier runs" if only else ""),
-        "",
-        "| benchmark | status | time | section written |",
-        "| :--- | :--- | ---: | :--- |",
-    ]
-    for name, r in results.items():
-        path = r.get("path")
-        written = time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime)) if path else "–"
-        lines.append(f"| {name} | {r['status']} | {fmt_s(r['seconds']) if r['seconds'] else '–'} | {written} |")
-    return "\n".join(lines)
+
+def record_from_out(name: str, table_caption: str = "", out: Path = OUT,
+                    results: Path = records.RESULTS_DIR) -> Path | None:
+    """Record ``out/<name>.json`` as ``results/<name>.md`` when its run is newer than the record.
+    None (and a log line) when there is nothing to record: no JSON, no ``_report`` (written before
+    the report existed), a quick run, or no table."""
+    src = out / f"{name}.json"
+    if not src.exists():
+        return None
+    try:
+        data = json.loads(src.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        log(f"{src}: not JSON ({exc}); not recorded")
+        return None
+    report = data.get("_report") if isinstance(data, dict) else None
+    if not report:
+        log(f"{src}: no _report (written before bench.common.run_report); record it by hand (bench/README.md)")
+        return None
+    if report.get("quick"):
+        log(f"{src}: a quick run; not recorded")
+        return None
+    tables = records.parse_tables("\n\n".join(t["markdown"] for t in report.get("tables", [])))
+    captions = [t["caption"] for t in report.get("tables", [])]
+    chosen = next((t for c, (_, t) in zip(captions, tables) if table_caption and c.startswith(table_caption)),
+                  tables[0][1] if tables else None)
+    if chosen is None:
+        log(f"{src}: its section has no table; not recorded")
+        return None
+    old_path = results / f"{name}.md"
+    old = records.parse(old_path) if old_path.exists() else None
+    if old is not None and old.date >= report["date"]:
+        return None  # the record is this run or a later one
+    rows = rows_for(name, data)
+    summary = (tuple((*r, report["date"][:10]) for r in rows) if rows is not None
+               else (old.summary if old else ()))
+    title = old.title if old else name.replace("_", " ").capitalize()
+    rec = records.Record(name=name, title=title, command=report["command"], commit=report["commit"],
+                         date=report["date"], load=report["load"], table=chosen, summary=summary)
+    path = records.write(rec, results)
+    log(f"recorded {src} as {path}")
+    return path
+
+
+def render_results(results: Path = records.RESULTS_DIR, target: Path = records.RESULTS_MD) -> Path:
+    target.write_text(records.render(records.load_all(results), ORDER), encoding="utf-8")
+    return target
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.run_all", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="short runs of every benchmark (smoke level)")
+    ap.add_argument("--quick", action="store_true", help="short runs of every benchmark (smoke level; not recorded)")
     ap.add_argument("--only", default=None, help="comma-separated benchmark names: "
                     + ", ".join(b.name for b in BENCHES))
-    ap.add_argument("--assemble-only", action="store_true",
-                    help="run nothing: assemble RESULTS.generated.md from the sections already in bench/out")
+    ap.add_argument("--render-only", action="store_true",
+                    help="run nothing: record the bench/out/*.json newer than their records, render bench/RESULTS.md")
     args = ap.parse_args(argv)
     selected = list(BENCHES)
     if args.only:
@@ -150,34 +165,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         selected = [b for b in BENCHES if b.name in wanted]
     out_dir()
     results: dict[str, dict] = {}
-    for bench in BENCHES:
-        if bench in selected and not args.assemble_only:
+    if not args.render_only:
+        for bench in selected:
             results[bench.name] = run_one(bench, args.quick)
-            continue
-        # Not run now: keep the document complete with the section an earlier run wrote, if any.
-        path = section_path(bench)
-        if path is not None:
-            results[bench.name] = {"status": "reused (earlier run)", "seconds": 0.0, "path": path}
-        elif module_source(bench.module) is None:
-            results[bench.name] = {"status": "missing", "seconds": 0.0}
-        else:
-            results[bench.name] = {"status": "not run", "seconds": 0.0}
-    sections = []
-    for bench in BENCHES:
-        r = results[bench.name]
-        if r["status"] == "missing":
-            sections.append(f"## {bench.name}\n\nSkipped: `{bench.module}` does not exist yet.")
-        elif r.get("path"):
-            sections.append(r["path"].read_text(encoding="utf-8").strip())
-        else:
-            sections.append(f"## {bench.name}\n\n{r['status']}: no section written (see the console log).")
-    doc = (header(results, args.quick, "-" if args.assemble_only else args.only) + "\n\n" + summary() + "\n\n"
-           + "\n\n".join(sections) + "\n")
-    target = OUT / "RESULTS.generated.md"
-    target.write_text(doc, encoding="utf-8")
-    log(f"wrote {target}")
-    failed = [n for n, r in results.items()
-              if r["status"] not in ("ok", "missing", "not run") and not r["status"].startswith("reused")]
+    tables = {b.name: b.table for b in BENCHES}
+    for src in sorted(OUT.glob("*.json")):
+        record_from_out(src.stem, tables.get(src.stem, ""))
+    log(f"wrote {render_results()}")
+    failed = [n for n, r in results.items() if r["status"] not in ("ok", "missing")]
+    for name in failed:
+        log(f"{name}: {results[name]['status']}")
     return 1 if failed else 0
 
 

@@ -1,21 +1,11 @@
-"""The "targets of the issues" table at the top of bench/RESULTS.md, built from the
-JSON every benchmark leaves in ``bench/out`` (a missing one gives "not run")."""
+"""The Summary rows a benchmark's run adds to bench/RESULTS.md, built from the JSON it leaves in
+``bench/out`` (``python -m bench.run_all`` stores them in the benchmark's record, bench/results/)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
-from bench.common import OUT
-
 Row = tuple[str, str, str, str]  # measure, result, target, met
-
-
-def _load(name: str) -> dict | None:
-    try:
-        return json.loads((OUT / f"{name}.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 def _yes(ok: bool) -> str:
@@ -160,18 +150,13 @@ SOURCES: dict[str, Callable[[dict], list[Row]]] = {
 }
 
 
-def summary() -> str:
-    rows: list[Row] = []
-    for name, build in SOURCES.items():
-        data = _load(name)
-        if data is None:
-            rows.append((name, "not run", "", ""))
-            continue
-        try:
-            rows.extend(build(data))
-        except (KeyError, TypeError, ValueError) as exc:  # an older JSON shape: say so, never guess
-            rows.append((name, f"result file not understood ({type(exc).__name__}: {exc}); rerun it", "", ""))
-    lines = ["## Summary (targets of the issues)", "", "| measure | result | target | met |",
-             "| :--- | :--- | :--- | :--- |"]
-    lines += [f"| {' | '.join(r)} |" for r in rows]
-    return "\n".join(lines)
+def rows_for(name: str, data: dict) -> list[Row] | None:
+    """The Summary rows of benchmark ``name`` from its JSON; None when it has no builder here (its
+    record keeps the rows it had). A JSON of an older shape gives one row that says so, never a guess."""
+    build = SOURCES.get(name)
+    if build is None:
+        return None
+    try:
+        return build(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        return [(name, f"result file not understood ({type(exc).__name__}: {exc}); rerun it", "", "")]
