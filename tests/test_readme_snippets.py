@@ -1,6 +1,7 @@
-"""Every command README.md prints runs as printed, on the demo.
+"""Every command README.md and docs/*.md print runs as printed, on the demo.
 
-Each fenced block of the README has a rule in ``RULES``: a shell block (```sh, ```bash) that can run
+Each fenced block of the README and of the guides in docs/ (docs/research/ is not a guide) has a
+rule in ``RULES``: a shell block (```sh, ```bash) that can run
 here runs with ``bash -eo pipefail``; a JSON MCP client config is checked by spawning its ``command``
 and ``args`` (stdio) or by connecting to its ``url`` with its ``headers`` (HTTP) and calling
 ``memory_search``; a block that needs what a test machine has not (a systemd host, object storage)
@@ -20,6 +21,7 @@ from __future__ import annotations
 import enum
 import json
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -35,7 +37,21 @@ from tests.readme_blocks import Block, fenced_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-BLOCKS = fenced_blocks(README.read_text(encoding="utf-8"))
+#: The documents whose commands a user runs: the README and the guides it links to.
+DOCS = (README, *sorted((ROOT / "docs").glob("*.md")))
+
+
+class Placed(NamedTuple):
+    doc: str  # the document's path from the repository root
+    block: Block
+
+    @property
+    def where(self) -> str:
+        return f"{self.doc}:{self.block.line}"
+
+
+BLOCKS = [Placed(str(doc.relative_to(ROOT)), block) for doc in DOCS
+          for block in fenced_blocks(doc.read_text(encoding="utf-8"))]
 SHELL_LANGS = ("sh", "bash")
 
 
@@ -55,45 +71,64 @@ class Rule(NamedTuple):
 
 
 RULES = (
+    # README.md
     Rule("make run    # set up .venv", Kind.SKIPPED,
          "`make test` is the suite this test belongs to; `make run` holds the terminal with a daemon on port "
          "8765 until Ctrl-C: this test runs that daemon on the demo (tests/daemon_process.py) instead"),
     Rule("make install ", Kind.SHELL, "the ledger-indexer command on PATH", expect=("ledger-indexer ",)),
-    Rule("agents.db (WAL, read-only)", Kind.NOT_A_COMMAND, "the pipeline drawn in text"),
-    Rule("run                                   the daemon", Kind.NOT_A_COMMAND, "the CLI's synopsis"),
+    Rule("ledger-indexer --config demo/ledger-indexer.toml search", Kind.SHELL, "a first search from the CLI",
+         expect=("15-minute",)),
     Rule("curl -s localhost:8765/v1/memory_search", Kind.SHELL, "a search through the HTTP API",
          expect=('"results"', "15-minute access tokens")),
+    # docs/how-it-works.md
+    Rule("agents.db (WAL, read-only)", Kind.NOT_A_COMMAND, "the pipeline drawn in text"),
+    # docs/search.md
+    Rule("run                                   the daemon", Kind.NOT_A_COMMAND, "the CLI's synopsis"),
+    Rule("path=$(ledger-indexer --config demo/ledger-indexer.toml search", Kind.SHELL,
+         "a result's path read whole with get", expect=("15-minute",)),
+    # docs/http-api.md
+    Rule("curl -s localhost:8765/readyz", Kind.SHELL, "readiness and status over HTTP", expect=('"atlas"',)),
+    # docs/mcp.md
     Rule('"command": "ledger-indexer"', Kind.MCP_STDIO, "the stdio MCP server in a client's mcpServers"),
     Rule('"type": "http"', Kind.MCP_HTTP, "the daemon's /mcp in a client's mcpServers"),
     Rule('{"token": "<at least 16 random characters>"', Kind.NOT_A_COMMAND, "lines of a token file"),
+    # docs/object-storage.md
     Rule('uri = "s3://acme-agent-memory/ledger-index"', Kind.SKIPPED,
          "a config fragment for an index on object storage: needs a bucket and its credentials "
          "(tests/test_objectstore.py runs an index on object storage against a local S3 server)"),
+    # docs/operations.md
     Rule("useradd --system --user-group", Kind.SKIPPED,
          "needs a systemd host, root and a system user: useradd, usermod, systemctl, journalctl, "
          "/etc/ledger-indexer (tests/test_systemd_unit.py checks the unit)"),
+    Rule("ledger-indexer --config /etc/ledger-indexer/config.toml status", Kind.SHELL, "status of a running daemon",
+         expect=("atlas",)),
+    Rule("cd /opt/ledger-indexer && git pull", Kind.SKIPPED,
+         "an upgrade of an installed service: needs the checkout in /opt, a remote to pull from and systemd"),
+    # docs/redaction.md
+    Rule("printf 'the deploy key is ghp_", Kind.SHELL, "the redactor on stdin", expect=("ghp_[REDACTED:",)),
 )
 
 RUNNABLE = (Kind.SHELL, Kind.MCP_STDIO, Kind.MCP_HTTP)
 
 
-def rules_of(block: Block) -> list[Rule]:
+def rules_of(placed: Placed) -> list[Rule]:
+    text = placed.block.text
     return [rule for rule in RULES
-            if (block.text.startswith(rule.marker) if rule.kind is Kind.SHELL else rule.marker in block.text)]
+            if (text.startswith(rule.marker) if rule.kind is Kind.SHELL else rule.marker in text)]
 
 
-def rule_of(block: Block) -> Rule:
-    matches = rules_of(block)
-    assert len(matches) == 1, (f"README.md:{block.line}: a ```{block.lang} block needs exactly one rule in "
-                               f"RULES (run it, or say why not); it matches {len(matches)}:\n{block.text[:500]}")
+def rule_of(placed: Placed) -> Rule:
+    matches = rules_of(placed)
+    assert len(matches) == 1, (f"{placed.where}: a ```{placed.block.lang} block needs exactly one rule in "
+                               f"RULES (run it, or say why not); it matches {len(matches)}:\n{placed.block.text[:500]}")
     return matches[0]
 
 
 def runnable(kind: Kind) -> list:
     """The blocks whose one rule is ``kind``: a block that matches no rule, or more than one, never runs
     (test_every_readme_block_has_a_rule names it)."""
-    return [pytest.param(block, id=f"README.md:{block.line}") for block in BLOCKS
-            if [rule.kind for rule in rules_of(block)] == [kind]]
+    return [pytest.param(placed, id=placed.where) for placed in BLOCKS
+            if [rule.kind for rule in rules_of(placed)] == [kind]]
 
 
 @dataclass(frozen=True)
@@ -109,34 +144,37 @@ class Demo:
         return tuple((printed, value(self)) for printed, value in SUBSTITUTIONS)
 
     def substitute(self, text: str) -> str:
-        for printed, value in self.substitutions():
-            text = text.replace(printed, value)
-        return text
+        """Every printed string replaced in one pass (a value may hold another printed string)."""
+        values = dict(self.substitutions())
+        return re.sub("|".join(re.escape(printed) for printed in values), lambda m: values[m.group(0)], text)
 
 
 # What the snippets print that names a production machine, and what stands for it on the demo.
 SUBSTITUTIONS: tuple[tuple[str, Callable[[Demo], str]], ...] = (
     ("/etc/ledger-indexer/config.toml", lambda demo: str(demo.config)),
+    ("demo/ledger-indexer.toml", lambda demo: str(demo.config)),  # what `make run` writes
     (":8765/", lambda demo: f":{demo.port}/"),
     ("<a token from the token file>", lambda demo: demo.token),
 )
 
 
 def test_every_readme_block_has_a_rule():
-    assert BLOCKS, "no fenced block found in README.md"
-    used = [rule_of(block) for block in BLOCKS]
+    assert {placed.doc for placed in BLOCKS} >= {"README.md", "docs/mcp.md", "docs/operations.md"}, \
+        "no fenced block found in README.md or a guide of docs/"
+    used = [rule_of(placed) for placed in BLOCKS]
     for rule in RULES:
-        assert used.count(rule) == 1, f"rule {rule.marker!r} matches {used.count(rule)} README blocks, not 1"
-    for block, rule in zip(BLOCKS, used, strict=True):
+        assert used.count(rule) == 1, f"rule {rule.marker!r} matches {used.count(rule)} blocks, not 1"
+    for placed, rule in zip(BLOCKS, used, strict=True):
+        lang = placed.block.lang
         if rule.kind is Kind.SHELL:
-            assert block.lang in SHELL_LANGS, f"README.md:{block.line}: a shell rule for a ```{block.lang} block"
+            assert lang in SHELL_LANGS, f"{placed.where}: a shell rule for a ```{lang} block"
         if rule.kind in (Kind.MCP_STDIO, Kind.MCP_HTTP):
-            assert block.lang == "json", f"README.md:{block.line}: an MCP rule for a ```{block.lang} block"
-        if block.lang in (*SHELL_LANGS, "json") and rule.kind not in RUNNABLE:
-            assert rule.kind is Kind.SKIPPED and rule.why, f"README.md:{block.line}: say why it is not run"
-    runs = "".join(block.text for block, rule in zip(BLOCKS, used, strict=True) if rule.kind in RUNNABLE)
+            assert lang == "json", f"{placed.where}: an MCP rule for a ```{lang} block"
+        if lang in (*SHELL_LANGS, "json") and rule.kind not in RUNNABLE:
+            assert rule.kind is Kind.SKIPPED and rule.why, f"{placed.where}: say why it is not run"
+    runs = "".join(placed.block.text for placed, rule in zip(BLOCKS, used, strict=True) if rule.kind in RUNNABLE)
     for printed, _ in SUBSTITUTIONS:
-        assert printed in runs, f"SUBSTITUTIONS: no runnable README block prints {printed!r} any more"
+        assert printed in runs, f"SUBSTITUTIONS: no runnable block prints {printed!r} any more"
 
 
 # -- the demo, as a user who ran `make install` has it ---------------------------------------------
@@ -189,22 +227,22 @@ def demo(installed, tmp_path_factory):
 
 # -- the runnable blocks -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("block", runnable(Kind.SHELL))
-def test_readme_shell_block_runs_as_printed(block: Block, demo: Demo):
-    rule = rule_of(block)
+@pytest.mark.parametrize("placed", runnable(Kind.SHELL))
+def test_readme_shell_block_runs_as_printed(placed: Placed, demo: Demo):
+    rule, block = rule_of(placed), placed.block
     assert rule.kind is Kind.SHELL and block.text.startswith(rule.marker)
     script = demo.substitute(block.text)
     done = subprocess.run(["bash", "-eo", "pipefail", "-c", script], cwd=ROOT, env=demo.env,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, (f"README.md:{block.line} exited {done.returncode}:\n{script}\n"
+    assert done.returncode == 0, (f"{placed.where} exited {done.returncode}:\n{script}\n"
                                   f"stdout:\n{done.stdout[-2000:]}\nstderr:\n{done.stderr[-2000:]}")
     for text in rule.expect:
-        assert text in done.stdout, f"README.md:{block.line}: {text!r} not in its output:\n{done.stdout[-2000:]}"
+        assert text in done.stdout, f"{placed.where}: {text!r} not in its output:\n{done.stdout[-2000:]}"
 
 
-def mcp_servers(block: Block, demo: Demo) -> dict[str, dict]:
-    config = json.loads(demo.substitute(block.text))
-    assert config["mcpServers"], block.text
+def mcp_servers(placed: Placed, demo: Demo) -> dict[str, dict]:
+    config = json.loads(demo.substitute(placed.block.text))
+    assert config["mcpServers"], placed.where
     return config["mcpServers"]
 
 
@@ -221,12 +259,12 @@ async def _search(session) -> tuple[set[str], object]:
     return tools, await session.call_tool("memory_search", {"query": "JWT expiry"})
 
 
-@pytest.mark.parametrize("block", runnable(Kind.MCP_STDIO))
-def test_readme_mcp_stdio_config_spawns_as_printed(block: Block, demo: Demo, tmp_path):
+@pytest.mark.parametrize("placed", runnable(Kind.MCP_STDIO))
+def test_readme_mcp_stdio_config_spawns_as_printed(placed: Placed, demo: Demo, tmp_path):
     """The client spawns ``command`` with ``args`` from its own folder, with the user's PATH."""
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
-    for name, server in mcp_servers(block, demo).items():
+    for name, server in mcp_servers(placed, demo).items():
         params = StdioServerParameters(command=server["command"], args=server.get("args", []),
                                        env={**demo.env, **server.get("env", {})}, cwd=str(tmp_path))
 
@@ -239,13 +277,13 @@ def test_readme_mcp_stdio_config_spawns_as_printed(block: Block, demo: Demo, tmp
         assert_recalls_the_jwt_decision(*anyio.run(main))
 
 
-@pytest.mark.parametrize("block", runnable(Kind.MCP_HTTP))
-def test_readme_mcp_http_config_connects_as_printed(block: Block, demo: Demo):
+@pytest.mark.parametrize("placed", runnable(Kind.MCP_HTTP))
+def test_readme_mcp_http_config_connects_as_printed(placed: Placed, demo: Demo):
     import httpx2
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
-    for server in mcp_servers(block, demo).values():
+    for server in mcp_servers(placed, demo).values():
         assert server["type"] in ("http", "streamable-http"), server
 
         async def main():
