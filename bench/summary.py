@@ -143,10 +143,35 @@ def recurring_cost_rows(d: dict) -> list[Row]:
                  ratio(step) for step in ("backfill", "tail, warm", "tail after a restart")), "report", "–")]
 
 
+def redaction_eval_rows(d: dict) -> list[Row]:
+    """Held-out figures (templates, families and vendors never used for tuning) are the headline."""
+    t = d["targets"]
+    held = {name: d[name]["heldout"] for name in ("chat", "catalog", "gitleaks")}
+    dev = d["clean_dev"]["heldout"]
+    met = {name: held[name]["recall"] >= t[name] for name in held}
+    dev_ok = dev["changed"] / max(dev["lines"], 1) <= t["clean_dev_rate"]
+    verdict = "yes" if all(met.values()) and dev_ok else "; ".join(
+        f"{name}: {_yes(ok)}" for name, ok in (*met.items(), ("prose", dev_ok)))
+    return [(f"redaction on independent corpora, held-out ({d.get('version', '?')}): chat-style / catalog / "
+             "gitleaks / real prose changed",
+             " / ".join(f"{100 * held[n]['recall']:.1f} %" for n in held) + f" / {dev['changed']} of {dev['lines']}",
+             f"≥ {100 * t['chat']:.0f} / ≥ {100 * t['catalog']:.0f} / ≥ {100 * t['gitleaks']:.0f} % / "
+             f"≤ 1 in {round(1 / t['clean_dev_rate'])}", verdict)]
+
+
+def redaction_ab_rows(d: dict) -> list[Row]:
+    sets = d["sets"]
+    worst = max(sets[name]["slowdown"] for name in ("chat", "prose"))
+    return [(f"redaction throughput {d['this']} / {d['baseline']}, side by side",
+             f"{sets['chat']['slowdown']:.2f}× slower on ordinary chat, {sets['prose']['slowdown']:.2f}× on real "
+             f"prose, {sets['secrets']['slowdown']:.2f}× on secret-dense chat", "≤ 1.5×", _yes(worst <= 1.5))]
+
+
 SOURCES: dict[str, Callable[[dict], list[Row]]] = {
     "redaction": redaction_rows, "locomo": locomo_rows, "latency": latency_rows, "daemon": daemon_rows,
     "kill_campaign": kill_campaign_rows, "cli_latency": cli_latency_rows,
     "mcp_latency": mcp_latency_rows, "recurring_cost": recurring_cost_rows,
+    "redaction_eval": redaction_eval_rows, "redaction_ab": redaction_ab_rows,
 }
 
 

@@ -282,6 +282,22 @@ def test_summary_rows_read_the_result_files_and_flag_misses():
     assert "latency | result file not understood" in text("latency", {"sync": {"old": "shape"}})
     assert S.rows_for("fold_cost", {}) is None  # no builder: the record keeps the rows it had
 
+    def split(hits, lines):
+        return {"heldout": {"hits": hits, "lines": lines, "recall": hits / lines}}
+
+    evaluation = {"version": "9.9.9", "chat": split(96, 100), "catalog": split(99, 100), "gitleaks": split(50, 50),
+                  "clean_dev": {"heldout": {"changed": 0, "lines": 160}},
+                  "targets": {"chat": 0.97, "catalog": 0.97, "gitleaks": 0.98, "clean_dev_rate": 1 / 300}}
+    assert text("redaction_eval", evaluation).endswith(
+        "| 96.0 % / 99.0 % / 100.0 % / 0 of 160 | ≥ 97 / ≥ 97 / ≥ 98 % / ≤ 1 in 300 | chat: **no**; catalog: yes; "
+        "gitleaks: yes; prose: yes |")
+    evaluation["chat"] = split(97, 100)
+    assert text("redaction_eval", evaluation).endswith("| yes |")
+    ab = {"this": "new", "baseline": "old", "sets": {name: {"slowdown": x} for name, x in
+                                                     (("chat", 1.4), ("prose", 1.6), ("secrets", 3.0))}}
+    assert text("redaction_ab", ab) == ("| redaction throughput new / old, side by side | 1.40× slower on ordinary "
+                                        "chat, 1.60× on real prose, 3.00× on secret-dense chat | ≤ 1.5× | **no** |")
+
 
 def test_the_locomo_grid_passes_settings_instead_of_patching_globals(monkeypatch):
     from indexer.core import ranking
