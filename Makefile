@@ -64,7 +64,7 @@ run: setup
 
 test: setup qmd
 	$(VENV)/bin/lint-imports --no-cache
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 test-slow: setup qmd
 	$(PY) -m pytest -q -m slow
