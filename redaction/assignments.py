@@ -340,7 +340,7 @@ def find_assignments(text: str, low: str) -> Iterator[Candidate]:
         seen.add(ne)
         seen.add(end)
         cls = classify_name(text[ns:ne])
-        if cls is None:
+        if cls is None or (cls[0] == "weak" and _public_word_before(low, ns)):
             continue
         strength, rule = cls
         vendor = _vendor_of(_split_name(text[ns:ne])) if strength == "vendor-format" else None
@@ -350,6 +350,16 @@ def find_assignments(text: str, low: str) -> Iterator[Candidate]:
             yield found
         elif value_end - ne > 256:
             covered = value_end  # bound the work on pathological values
+
+
+def _public_word_before(low: str, ns: int) -> bool:
+    """"cache key: …", "sort key: …": a bare ``key`` label whose word before names a non-secret key."""
+    if ns < 2 or low[ns - 1] != " ":
+        return False
+    a = ns - 1
+    while a > 0 and low[a - 1].isalpha() and ns - a < 20:
+        a -= 1
+    return low[a:ns - 1] in _PUBLIC_KEY_MODS
 
 
 # Vendor-named assignments without a secret word (``sourcegraph: 6d2F…``).

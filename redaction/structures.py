@@ -31,14 +31,15 @@ from collections.abc import Iterator
 
 from .detectors import Candidate, _masked
 from .encoded import ENCODED_PATTERNS, find_encoded_values
-from .entropy import is_placeholder, shannon
+from .groups import GROUP_CUES, GROUP_PATTERNS, find_groups, find_totp
+from .entropy import shannon
 from .phrases import word_hits
 from .struct_base import (_HEX_ID_RE, _classes, _judge, _lines, _line_at, _next_line, _secret_name, _token_format,
                           password_shape, token_shape)
 from .tables import _TABLE_WORDS, TABLE_PATTERNS, find_tables
 
 __all__ = ["find_tables", "find_code_lists", "find_groups", "find_split_values", "find_encoded_values",
-           "TABLE_PATTERNS", "CODE_LIST_PATTERNS", "GROUP_PATTERNS", "SPLIT_PATTERNS", "ENCODED_PATTERNS",
+           "find_totp", "TABLE_PATTERNS", "CODE_LIST_PATTERNS", "GROUP_PATTERNS", "GROUP_CUES", "SPLIT_PATTERNS", "ENCODED_PATTERNS",
            "_TABLE_WORDS", "password_shape", "token_shape"]
 
 # --------------------------------------------------------------------------
@@ -51,6 +52,7 @@ _CODE_INLINE_RE = re.compile(r"(?<![A-Za-z0-9-])" + _CODE_ITEM + r"(?:[ \t]*[,;]
                              + r"){3,}(?![A-Za-z0-9-])")
 _CODE_ONE_RE = re.compile(_CODE_ITEM)
 _CODE_WINDOW = 300
+_DIGIT_RE = re.compile(r"[0-9]")  # the code patterns match ASCII only: their digits are 0-9
 CODE_LIST_PATTERNS = (_CODE_LINE_RE.pattern, _CODE_INLINE_RE.pattern)
 
 
@@ -123,120 +125,6 @@ def find_code_lists(text: str, low: str) -> Iterator[Candidate]:
                 for s, e in spans:
                     yield ("recovery-codes", s, e, 0)
                 done = max(done, m.end())
-
-
-# --------------------------------------------------------------------------
-# Groups: TOTP seeds and setup keys, tokens read out in chunks
-# --------------------------------------------------------------------------
-
-_OTPAUTH_RE = re.compile(r"otpauth://[^\s\"'<>`]{0,512}?[?&]secret=(?P<v>[A-Za-z0-9%=_-]{8,256})")
-_2FA_CUE_RE = re.compile(r"2fa|mfa|totp|otp|two[- ]factor|2-step|authenticator|setup key|set-up key|seed"
-                         r"|manual(?:ly)?|scan|qr")
-_BASE32_RE = re.compile(r"(?<![A-Za-z0-9_/+=-])(?:[A-Z2-7]{16,128}|[a-z2-7]{16,128})(?![A-Za-z0-9_/+=-])")
-_GROUP_CUE_RE = re.compile(r"key|secret|seed|token|pass(?:word|phrase|code)?|chunks?|groups?|otp|2fa|mfa|scan")
-_GROUPS_RE = re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{3,12}(?: [A-Za-z0-9_-]{3,12}){2,15}(?![A-Za-z0-9_-])")
-_CUE_WINDOW = 120
-_DIGIT_RE = re.compile(r"[0-9]")  # the code and group patterns match ASCII only: their digits are 0-9
-#: literal cue words of find_groups (its gates)
-GROUP_CUES = ("key", "secret", "seed", "token", "pass", "chunk", "group", "otp", "2fa", "mfa", "scan")
-GROUP_PATTERNS = (_OTPAUTH_RE.pattern, _2FA_CUE_RE.pattern, _BASE32_RE.pattern, _GROUP_CUE_RE.pattern,
-                  _GROUPS_RE.pattern) + GROUP_CUES
-
-
-def _line_start(text: str, p: int, lines_back: int = 1) -> int:
-    s = p
-    for _ in range(lines_back + 1):
-        s = text.rfind("\n", 0, max(0, s - 1)) + 1 if s > 0 else 0
-        if s == 0:
-            break
-    return max(s, p - _CUE_WINDOW)
-
-
-def _base32_seed(v: str) -> bool:
-    if shannon(v) < 3.0 or is_placeholder(v):
-        return False
-    if v.islower() or not any(c.isdigit() for c in v):
-        return any(c.isdigit() for c in v) and len(v) >= 16 if v.islower() else len(v) >= 24
-    return True
-
-
-def find_totp(text: str, low: str) -> Iterator[Candidate]:
-    """The secret of an otpauth:// URI; a base32 seed after a 2FA cue."""
-    if "otpauth:" in low:
-        for m in _OTPAUTH_RE.finditer(text):
-            v = m.group("v")
-            if not _masked(v) and not is_placeholder(v):
-                yield ("totp-secret", *m.span("v"), 0)
-    if not _2FA_CUE_RE.search(low):
-        return  # a seed needs a cue before it on its line; the cue pattern is plain words
-    for m in _BASE32_RE.finditer(text):
-        v = m.group()
-        if _base32_seed(v) and _2FA_CUE_RE.search(low, _line_start(text, m.start()), m.start()):
-            yield ("totp-secret", *m.span(), 0)
-
-
-def find_groups(text: str, low: str) -> Iterator[Candidate]:
-    """A value read out in groups after a cue: looked for only just after each cue word."""
-    if not _DIGIT_RE.search(text):
-        return  # see below: a group value has a digit
-    seen = -1
-    for _cs, ws in word_hits(low, GROUP_CUES):
-        nl = low.find("\n", ws, ws + _CUE_WINDOW)
-        if nl >= 0:
-            nl2 = low.find("\n", nl + 1, ws + _CUE_WINDOW)
-            we = nl2 if nl2 >= 0 else min(len(low), ws + _CUE_WINDOW)
-        else:
-            we = min(len(low), ws + _CUE_WINDOW)
-        if we <= seen:
-            continue
-        if not _DIGIT_RE.search(text, max(ws, seen), we):
-            seen = we
-            continue  # a value read out in groups has a digit (below): prose after a cue has none
-        for m in _GROUPS_RE.finditer(text, max(ws, seen), we):
-            if any(c.isdigit() for c in m.group()):
-                found = _grouped(text, low, m.start(), m.end())
-                if found:
-                    yield found
-        seen = we
-
-
-def _grouped(text: str, low: str, s: int, e: int) -> Candidate | None:
-    """A value read out in space-separated groups: the longest run of equal groups in [s, e)."""
-    groups = [(g.start(), g.end()) for g in re.finditer(r"[^ ]+", text[s:e])]
-    # the run of groups with one length (a prefix group may be longer, the last shorter)
-    best = None
-    k = 0
-    while k < len(groups):
-        length = groups[k + 1][1] - groups[k + 1][0] if k + 1 < len(groups) else 0
-        j = k + 1
-        while j < len(groups) and groups[j][1] - groups[j][0] == length:
-            j += 1
-        if j < len(groups) and 0 < groups[j][1] - groups[j][0] < length:
-            j += 1  # a shorter last group
-        if j - k >= 3 and length >= 3 and groups[k][1] - groups[k][0] >= length:
-            if best is None or j - k > best[1] - best[0]:
-                best = (k, j)
-        k += 1
-    if best is None:
-        return None
-    gs, ge = s + groups[best[0]][0], s + groups[best[1] - 1][1]
-    parts = text[gs:ge].split(" ")
-    joined = "".join(parts)
-    if len(joined) < 12 or _masked(joined):
-        return None
-    cue = _GROUP_CUE_RE.search(low, _line_start(text, gs), gs)
-    if cue is None:
-        return None
-    b32 = (all(p.islower() or p.isdigit() for p in parts) or all(p.isupper() or p.isdigit() for p in parts)) and \
-        all(c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ234567" for c in joined)
-    if b32 and len(parts) >= 4 and len({len(p) for p in parts[1:-1]}) <= 1 and any(c.isdigit() for c in joined) \
-            and shannon(joined) >= 3.0:
-        return ("totp-secret", gs, ge, 0)
-    if _HEX_ID_RE.fullmatch(joined) or not any(c.isdigit() for c in joined):
-        return None  # a fingerprint or hash shown in groups; words
-    if _token_format(joined) or (_classes(joined) >= 3 and token_shape(joined, 16) and shannon(joined) >= 3.5):
-        return ("grouped-secret", gs, ge, 0)
-    return None
 
 
 # --------------------------------------------------------------------------
