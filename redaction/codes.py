@@ -1,0 +1,136 @@
+"""Recovery / backup code lists after a cue (issue 34).
+
+A cue (recovery, backup, emergency, scratch, one-time, 2FA, "codes" and its forms in other
+languages) followed within a few lines by 3+ distinct items of one shape: one a line (bulleted,
+numbered, in a table row or a code block; a header line or a closing sentence around the list is
+not an item), or on one line separated by commas, semicolons or spaces. Items are judged together
+(:func:`_code_list`): 8+ characters, mostly with digits, random (not a run of dates, ids, ports or
+abbreviated commit hashes). Same conventions as :mod:`redaction.detectors`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from .detectors import Candidate
+from .entropy import shannon
+from .phrases import word_hits
+from .struct_base import _HEX_ID_RE, _line_at, _next_line
+
+__all__ = ["find_code_lists", "CODE_LIST_PATTERNS", "CODE_CUES"]
+
+_CODE_ITEM = r"[A-Za-z0-9]{3,12}(?:[- ][A-Za-z0-9]{3,12}){0,3}"
+_CODE_WORD = r"[A-Za-z0-9]{3,12}(?:-[A-Za-z0-9]{3,12}){0,3}"  # an item with no inner space
+# one item a line: after a bullet, a number, a checkbox or in a table row ("| 3 | abcd-1234 |")
+_CODE_LINE_RE = re.compile(r"[ \t]*(?:[|│][ \t]*(?:[0-9]{1,2}[ \t]*[|│][ \t]*)?)?"
+                           r"(?:[-*•+][ \t]+|[0-9]{1,2}[.):][ \t]+|\[[ xX]?\][ \t]+)?[`\"']?(?P<v>" + _CODE_ITEM
+                           + r")[`\"']?[ \t]*[|│,;]?[ \t]*\r?")
+_CODE_INLINE_RE = re.compile(r"(?<![A-Za-z0-9-])" + _CODE_ITEM + r"(?:[ \t]*[,;][ \t]*" + _CODE_ITEM
+                             + r"){2,}(?![A-Za-z0-9-])")
+_CODE_SPACED_RE = re.compile(r"(?<![A-Za-z0-9-])" + _CODE_WORD + r"(?:[ \t]+" + _CODE_WORD + r"){2,}(?![A-Za-z0-9-])")
+_CODE_ONE_RE = re.compile(_CODE_ITEM)
+_CODE_WORD_RE = re.compile(_CODE_WORD)
+# lines a list may hold between its items: blank, a fence, a table rule
+_FILLER_RE = re.compile(r"[ \t]*(?:```[A-Za-z]*|[|│:\- \t]{3,})?[ \t]*\r?")
+_CODE_WINDOW = 300
+_MAX_LINES = 60
+_DIGIT_RE = re.compile(r"[0-9]")  # the code patterns match ASCII only: their digits are 0-9
+CODE_LIST_PATTERNS = (_CODE_LINE_RE.pattern, _CODE_INLINE_RE.pattern, _CODE_SPACED_RE.pattern, _FILLER_RE.pattern)
+#: gate words of find_code_lists: the literal parts of its cues
+CODE_CUES = ("recovery", "backup", "emergency", "scratch", "one-time", "one time", "single-use", "single use", "2fa",
+             "mfa", "two-factor", "two factor", "2-step", "otp", "authenticator", "phone", "code", "códig", "codig",
+             "codic", "recupera", "secours", "notfall", "herstel", "wiederherstell", "respaldo", "ripristin")
+
+
+def _shape(item: str) -> tuple:
+    return tuple(len(g) for g in re.split(r"[- ]", item)) + tuple(c for c in item if c in "- ")
+
+
+def _code_list(items: list[str]) -> bool:
+    """A list of one-time codes: 3+ distinct items of one shape, 8+ characters each, mostly with digits;
+    not a list of short hashes, words, dates or counts."""
+    if len(items) < 3 or len(set(items)) != len(items):
+        return False
+    shape = _shape(items[0])
+    if any(_shape(it) != shape for it in items) or sum(shape[:len(shape) - len(shape) // 2]) < 8:
+        return False
+    bare = [it.replace("-", "").replace(" ", "") for it in items]
+    if 2 * sum(any(c.isdigit() for c in b) for b in bare) < len(items):
+        return False
+    if all(b.isdigit() for b in bare):
+        nums = sorted(int(b) for b in bare)
+        if len(items) < 4 or nums[-1] - nums[0] < 100 * len(nums):
+            return False  # plain numbers close together: ids, dates, counts, ports
+    elif len(bare[0]) == len(items[0]) and all(_HEX_ID_RE.fullmatch(b) for b in bare):
+        return False  # abbreviated commit hashes
+    return shannon("".join(bare)) >= 3.0
+
+
+def _runs(text: str, spans: list[tuple[int, int]]) -> Iterator[list[tuple[int, int]]]:
+    """Consecutive items of one shape (a header line before the list has another shape)."""
+    k = 0
+    while k < len(spans):
+        shape = _shape(text[spans[k][0]:spans[k][1]])
+        j = k + 1
+        while j < len(spans) and _shape(text[spans[j][0]:spans[j][1]]) == shape:
+            j += 1
+        yield spans[k:j]
+        k = j
+
+
+def find_code_lists(text: str, low: str) -> Iterator[Candidate]:
+    if not _DIGIT_RE.search(text):
+        return  # _code_list wants digits in half the items (ASCII items): ~1 text in 3 has none
+    done = -1
+    for cs, ce in word_hits(low, CODE_CUES):
+        if cs < done or (low.startswith("code", cs) and ce < len(low) and low[ce].isalpha() and low[ce] != "s"):
+            continue
+        found = False
+        # a list starting within the window after the cue: one item a line …
+        nxt: tuple[int, int] | None = _line_at(text, ce)
+        spans: list[tuple[int, int]] = []
+        lines = 0
+        while nxt is not None and lines < _MAX_LINES and (spans or nxt[0] < ce + _CODE_WINDOW):
+            lines += 1
+            m = _CODE_LINE_RE.fullmatch(text, *nxt)
+            if m is not None:
+                spans.append(m.span("v"))
+            elif not (spans and _FILLER_RE.fullmatch(text, *nxt)):
+                found = _flush(text, spans, found)
+                if found:
+                    break
+                spans = []
+            nxt = _next_line(text, nxt[1])
+        if not found and spans:
+            found = _flush(text, spans, found)
+        if found:
+            yield from found
+            done = found[-1][2]
+            continue
+        # … or on one line, separated by commas, semicolons or spaces
+        hi = min(len(text), ce + _CODE_WINDOW + 400)
+        for rx, one in ((_CODE_INLINE_RE, _CODE_ONE_RE), (_CODE_SPACED_RE, _CODE_WORD_RE)):
+            if rx is _CODE_INLINE_RE and text.find(",", ce, hi) < 0 and text.find(";", ce, hi) < 0:
+                continue
+            m = rx.search(text, ce, hi)
+            if m is None or m.start() >= ce + _CODE_WINDOW:
+                continue
+            items = [x.span() for x in one.finditer(text, m.start(), m.end())]
+            if rx is _CODE_SPACED_RE:
+                while items and not _DIGIT_RE.search(text, *items[0]):
+                    items.pop(0)  # "codes are k3j9-x8p2 …": the words before the list
+            for run in _runs(text, items):
+                if _code_list([text[s:e] for s, e in run]) and \
+                        (rx is _CODE_INLINE_RE or all(_DIGIT_RE.search(text, s, e) for s, e in run)):
+                    for s, e in run:
+                        yield ("recovery-codes", s, e, 0)
+                    done = max(done, run[-1][1])
+                    break
+
+
+def _flush(text: str, spans: list[tuple[int, int]], found) -> list[Candidate] | bool:
+    for run in _runs(text, spans):
+        if _code_list([text[s:e] for s, e in run]):
+            return [("recovery-codes", s, e, 0) for s, e in run]
+    return found
