@@ -353,7 +353,7 @@ _DOCKER_LOGIN_RE = re.compile(r"\bdocker[ \t]+login\b[^\n]{0,2000}?[ \t](?:-p|--
 CLI_FLAG_RE = re.compile(
     r"--(?:[a-z0-9]+-){0,4}(?P<head>token|api-?key|apikey|access-key|secret-key|secret|password"
     r"|passwd|pass|passphrase|auth-token|client-secret|private-key|license-key|master-key|encryption-key"
-    r"|session-token|bearer|pat|credentials?)(?:[ \t]+|=)" + _QV
+    r"|session-token|bearer|pat|credentials?|auth|key)(?:[ \t]+|=)" + _QV
 )
 NETRC_RE = re.compile(r"\bmachine[ \t]+\S{1,256}(?:\s+(?:login|account)[ \t]+\S{1,256}){0,3}\s+password[ \t]+"
                       r"(?P<v>\S{1,512})")

@@ -5,10 +5,8 @@
   ``/p:``) when the value is credential-shaped on its own or the command names a user;
   the password after a user in ``-u user,pass``, ``/user:DOMAIN\\user pass``,
   ``add_user name pass``;
-* secret-setting commands (``gh secret set``, ``wrangler secret put``, ``vercel env add``,
-  ``az keyvault secret set``, ``kubectl create secret generic --from-literal``, ``heroku
-  config:set``, ``fly secrets set``, ``docker secret create``…): the literal they store, given
-  as a flag value, ``NAME=value``, piped in by ``echo``/``printf`` or as a here-string;
+* ``-U user%password`` (smbclient, rpcclient), ``domain/user:password@host`` (impacket);
+* secret-setting commands: :mod:`redaction.secret_commands`;
 * a setter call whose first argument names a secret and whose second is a literal
   (``define('DB_PASSWORD', '…')``, ``config.set("api_key", "…")``);
 * ``.pgpass`` lines (``host:port:database:user:password``);
@@ -24,8 +22,9 @@ import bisect
 import re
 from collections.abc import Iterator
 
+from . import secret_commands
 from .assignments import classify_name
-from .detectors import _masked, overlapping, word_before
+from .detectors import _masked, overlapping
 from .entropy import is_placeholder, looks_like_password, looks_like_token, shannon
 from .value_shape import _id_shaped, shape
 
@@ -80,6 +79,12 @@ _USER_THEN_PW_RE = re.compile(
     r"|\bnet[ \t]+user[ \t]+[A-Za-z0-9._@\\-]{1,64}"
     r"|\bhtpasswd(?:[ \t]+-[A-Za-z]{1,4})*[ \t]+[^\s\"'`]{1,256}[ \t]+[A-Za-z0-9._@-]{1,64})"
     r"[ \t]+" + _QV)
+# smbclient / rpcclient / winexe: -U user%password, --user=DOMAIN\user%password
+_USER_PCT_RE = re.compile(r"(?<![A-Za-z0-9_-])(?:-U|-u|--user(?:name)?)(?:[ \t]+|=)[\"']?[^\s%\"'`]{1,128}%"
+                          r"(?P<v>[^\s\"'`]{1,256})")
+# impacket and the like: domain/user:password@host
+_DOMAIN_USER_PW_RE = re.compile(r"(?<![A-Za-z0-9_./:@-])[A-Za-z0-9._-]{1,64}/[A-Za-z0-9._$-]{1,64}:"
+                                r"(?P<v>[^\s/@\"'`]{3,128})@[A-Za-z0-9][A-Za-z0-9.-]{0,253}(?![A-Za-z0-9@])")
 # -pVALUE glued (7z, unrar, mysqladmin): only a value credential-shaped on its own.
 _GLUED_P_RE = re.compile(r"(?<![A-Za-z0-9_\-/])-p(?P<v>[^\s\"'`]{6,256})")
 # user/password@database (Oracle sqlplus, expdp, imp)
@@ -90,7 +95,7 @@ _STDIN_PW_RE = re.compile(r"(?:\b(?:echo|printf)(?:[ \t]+-[neE]{1,3})*[ \t]+" + 
                           r"(?:-S\b|--stdin|password-stdin|passwd|chpasswd|kinit|passphrase)"
                           r"|(?:kinit|passwd|chpasswd|sudo|su|openssl|gpg)\b[^\n<]{0,80}<<<[ \t]*" + _QV.replace("?P<v>", "?P<h>") + ")")
 _SECURESTRING_RE = re.compile(r"(?i)convertto-securestring[ \t]+(?:-string[ \t]+)?" + _QV)
-CLI_PATTERNS = (_GLUED_P_RE.pattern, _ORACLE_RE.pattern, _STDIN_PW_RE.pattern, _SECURESTRING_RE.pattern,_PW_FLAG_RE.pattern, _SHORT_FLAG_RE.pattern, _USER_FLAG_RE.pattern, _USER_COMMA_RE.pattern,
+CLI_PATTERNS = (_USER_PCT_RE.pattern, _DOMAIN_USER_PW_RE.pattern, _GLUED_P_RE.pattern, _ORACLE_RE.pattern, _STDIN_PW_RE.pattern, _SECURESTRING_RE.pattern,_PW_FLAG_RE.pattern, _SHORT_FLAG_RE.pattern, _USER_FLAG_RE.pattern, _USER_COMMA_RE.pattern,
                 _USER_THEN_PW_RE.pattern)
 
 
@@ -180,6 +185,16 @@ def find_cli_password_flags(text: str, low: str) -> Iterator[Candidate]:
             s, e, quoted = _unquote(text, *m.span("v"))
             if _password_value(text[s:e], quoted):
                 yield ("cli-password", s, e, 0)
+    if "%" in text:
+        for m in _USER_PCT_RE.finditer(text):
+            s, e = m.span("v")
+            if _password_value(text[s:e], False):
+                yield ("cli-password", s, e, 0)
+    if "@" in text and ":" in text:
+        for m in _DOMAIN_USER_PW_RE.finditer(text):
+            s, e = m.span("v")
+            if shape(text[s:e]) is not None:
+                yield ("cli-password", s, e, 0)
     if "-u " in text or "--user " in text:
         for m in _USER_COMMA_RE.finditer(text):
             s, e = m.span("v")
@@ -191,78 +206,6 @@ def find_cli_password_flags(text: str, low: str) -> Iterator[Candidate]:
             v = text[s:e]
             if not v.startswith("/") and _password_value(v, quoted):
                 yield ("cli-password", s, e, 0)
-
-
-# --------------------------------------------------------------------------
-# Secret-setting commands
-# --------------------------------------------------------------------------
-
-_SECRET_CMD_RE = re.compile(
-    r"\b(?:secrets?[ \t]+(?:set|put|create|add|edit)|env[ \t]+add|config:set|config[ \t]+set|kv[ \t]+put"
-    r"|create[ \t]+secret|secret[ \t]+generic|set-secret|put-parameter|put-secret-value|create-secret"
-    r"|variable[ \t]+set|variables[ \t]+set|env:set|set-env|setenv)\b", re.IGNORECASE)
-# "NAME VALUE" on such a line, NAME naming a secret: netlify env:set API_KEY X, npm config set
-# //registry/:_authToken X, pulumi config set --secret dbPassword X
-_NAME_VALUE_RE = re.compile(r"(?<![^\s\"'])(?P<name>[\"']?[A-Za-z0-9_./:@-]{2,128}[\"']?)[ \t]+" + _QV)
-_SECRET_FLAG_RE = re.compile(
-    r"(?<![A-Za-z0-9_-])(?:--body|-b|--value|--data|--secret-string|--secret-value|--literal|--text|--string"
-    r"|--from-literal=[A-Za-z0-9_.-]{1,64}=|--from-literal[ \t]+[A-Za-z0-9_.-]{1,64}=)(?:[ \t]+|=)?" + _QV)
-_ECHO_RE = re.compile(r"\b(?:echo|printf)(?:[ \t]+-[neE]{1,3})*(?:[ \t]+(?:\"%s\"|'%s'|%s))?[ \t]+" + _QV + r"[ \t]*\|")
-_HERE_RE = re.compile(r"<<<[ \t]*" + _QV)
-_ENV_PAIR_RE = re.compile(r"(?<![A-Za-z0-9_-])[A-Z][A-Z0-9_]{1,63}=" + _QV)
-# each form of _SECRET_CMD_RE holds one of these (the prefilter: "secret" and "config" alone are
-# everywhere in prose)
-SECRET_CMD_GATES = ("secret set", "secrets set", "secret put", "secrets put", "secret create", "secrets create",
-                    "secret add", "secrets add", "secret edit", "secrets edit", "env add", "config:set", "config set",
-                    "kv put", "create secret", "secret generic", "set-secret", "put-parameter", "put-secret-value",
-                    "create-secret", "variable set", "variables set", "env:set", "set-env", "setenv")
-# What the engine tests first: each gate above holds one of these words, so a text with none of
-# them (nearly all) costs 6 substring tests instead of 25; the 25 are tested in the detector.
-SECRET_CMD_PREGATES = ("secret", "env", "config", "kv put", "put-", "variable")
-assert all(any(p in g for p in SECRET_CMD_PREGATES) for g in SECRET_CMD_GATES)
-SECRET_CMD_PATTERNS = (_NAME_VALUE_RE.pattern, _SECRET_CMD_RE.pattern, _SECRET_FLAG_RE.pattern, _ECHO_RE.pattern, _HERE_RE.pattern,
-                       _ENV_PAIR_RE.pattern)
-
-
-def _secret_value(v: str, quoted: bool) -> bool:
-    if not v or _masked(v) or is_placeholder(v) or v.startswith("-"):
-        return False
-    if quoted:
-        return len(v) >= 4 and not _id_shaped(v) and v.upper() != v or any(c.isdigit() for c in v)
-    return shape(v) is not None or looks_like_token(v, min_len=8)
-
-
-def find_secret_commands(text: str, low: str) -> Iterator[Candidate]:
-    for g in SECRET_CMD_GATES:  # the exact gate, behind the engine's cheaper SECRET_CMD_PREGATES
-        if g in low:
-            break
-    else:
-        return
-    covered = 0  # commands on one line share its scan
-    for c in _SECRET_CMD_RE.finditer(text):
-        if c.start() < covered:
-            continue
-        ls, le = _line_of(text, c.start())
-        ls = max(ls, covered)
-        covered = le
-        for m in _NAME_VALUE_RE.finditer(text, c.end(), le):
-            name = m.group("name").strip("\"'")
-            last = re.split(r"[:/.]", name)[-1] or name
-            cls = classify_name(last)
-            if cls is None or name.startswith("-"):
-                continue
-            s, e, quoted = _unquote(text, *m.span("v"))
-            v = text[s:e]
-            if _secret_value(v, quoted) and (quoted or shape(v) is not None or looks_like_token(v, min_len=12)):
-                yield ("secret-command", s, e, 0)
-        for rx in (_SECRET_FLAG_RE, _ECHO_RE, _HERE_RE, _ENV_PAIR_RE):
-            for m in rx.finditer(text, ls, le):
-                s, e, quoted = _unquote(text, *m.span("v"))
-                v = text[s:e]
-                if rx is _ENV_PAIR_RE and not (quoted or shape(v) is not None):
-                    continue
-                if _secret_value(v, quoted):
-                    yield ("secret-command", s, e, 0)
 
 
 # --------------------------------------------------------------------------
@@ -394,8 +337,8 @@ def detectors(Detector):  # noqa: N803 - the class from rules.py (which imports 
         Detector("cli-password-flag", find_cli_password_flags, gates=("pass", "pw", " -p", " -P", " -w", "/p:",
                                                                       "-u ", "user", "@", "<<<", "securestring", "echo", "printf"),
                  patterns=CLI_PATTERNS),
-        Detector("secret-command", find_secret_commands, gates=SECRET_CMD_PREGATES,
-                 patterns=SECRET_CMD_PATTERNS),
+        Detector("secret-command", secret_commands.find_secret_commands, gates=secret_commands.SECRET_CMD_PREGATES,
+                 patterns=secret_commands.SECRET_CMD_PATTERNS),
         Detector("setter-call", find_setter_calls, gates=("('", '("', "( '", '( "'), patterns=SETTER_PATTERNS),
         Detector("pgpass", find_pgpass, gates=(":",), patterns=PGPASS_PATTERNS),
         Detector("bytes-key", find_bytes_keys, gates=("b'", 'b"', "fromhex", "unhexlify", "b64decode", "a2b_hex",
