@@ -67,6 +67,8 @@ _HASH_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 def _value_ok(text: str, s: int, e: int, word: str | None = None, min_len: int = 16) -> bool:
     v = text[s:e]
+    if text.startswith("(", e):
+        return False  # "secret = Convert.FromBase64String(…)": a call, not a value
     if _HASH_RE.fullmatch(v) and word not in VENDORS:
         return False  # a commit SHA or content digest next to "token"/"key" in prose
     return (not _masked(v) and not is_placeholder(v)

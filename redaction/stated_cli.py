@@ -276,7 +276,8 @@ def find_pgpass(text: str, low: str) -> Iterator[Candidate]:
 
 _BYTES_RE = re.compile(r"(?<![A-Za-z0-9_])[bB][rR]?(?P<q>[\"'])(?P<v>(?:\\.|(?!(?P=q))[^\\\n]){16,2048})(?P=q)")
 _FROMHEX_RE = re.compile(
-    r"(?:fromhex|unhexlify|a2b_hex|b64decode|urlsafe_b64decode|decodebytes)\([ \t]*[bB]?(?P<q>[\"'])"
+    r"(?:fromhex|unhexlify|a2b_hex|b64decode|urlsafe_b64decode|decodebytes|DecodeString|FromBase64String"
+    r"|FromHexString|hex::decode|base64::decode|decode|atob|parseHexBinary|decodeHex)\([ \t]*[bB]?(?P<q>[\"'])"
     r"(?P<v>[A-Za-z0-9+/=_\-]{16,2048})(?P=q)")
 # []byte("…"), Buffer.from("…"), Encoding.UTF8.GetBytes("…"), "…".getBytes(), "…".encode()
 _BYTES_CALL_RE = re.compile(
@@ -284,15 +285,23 @@ _BYTES_CALL_RE = re.compile(
     r"(?P<v>[^\"'`\n\\]{12,1024})(?P=q)"
     r"|(?P<q2>[\"'])(?P<v2>[^\"'\n\\]{12,1024})(?P=q2)\.(?:getBytes|encode)\(")
 # bytes([0x8f, 0x12, …]), new byte[] { 0x8f, … }, &[0x8f, …]
-_BYTE_LIST_RE = re.compile(r"[\[{(][ \t]*(?P<v>0x[0-9a-fA-F]{1,2}(?:[ \t]*,[ \t]*0x[0-9a-fA-F]{1,2}){11,255})")
+_BYTE_LIST_RE = re.compile(r"[\[{(]\s*(?P<v>(?:\(byte\)[ \t]*)?0x[0-9a-fA-F]{1,2}"
+                           r"(?:\s*,\s*(?:\(byte\)[ \t]*)?0x[0-9a-fA-F]{1,2}){11,255})")
+# decimal bytes in a byte container: bytes([143, 58, …]), new Uint8Array([…]), let k: [u8; 16] = […]
+_DEC_LIST_RE = re.compile(r"(?:bytes|bytearray|Uint8Array|u8|byte\[\]|\[\]byte)[^\n\[{]{0,40}[\[{]\s*"
+                          r"(?P<v>[0-9]{1,3}(?:\s*,\s*[0-9]{1,3}){11,255})")
+# a C string of hex escapes: const char key[] = "\x8f\x3a…"
+_ESC_STRING_RE = re.compile(r"(?P<q>[\"'])(?P<v>(?:\\x[0-9a-fA-F]{2}){8,512})(?P=q)")
 _KEY_WORDS_RE = re.compile(r"(?i)key|secret|token|salt|hmac|fernet|aes|cipher|sign|passw|pepper|jwt|nacl")
 _HEX_ESC_RE = re.compile(r"\\x[0-9a-fA-F]{2}")
-BYTES_PATTERNS = (_BYTES_CALL_RE.pattern, _BYTE_LIST_RE.pattern, _BYTES_RE.pattern, _FROMHEX_RE.pattern, _KEY_WORDS_RE.pattern)
+BYTES_PATTERNS = (_DEC_LIST_RE.pattern, _ESC_STRING_RE.pattern, _BYTES_CALL_RE.pattern, _BYTE_LIST_RE.pattern, _BYTES_RE.pattern, _FROMHEX_RE.pattern, _KEY_WORDS_RE.pattern)
 
 
 def find_bytes_keys(text: str, low: str) -> Iterator[Candidate]:
     yield from _bytes_keys(text)
-    for rx in (_BYTES_CALL_RE, _BYTE_LIST_RE):
+    for rx in (_BYTES_CALL_RE, _BYTE_LIST_RE, _DEC_LIST_RE, _ESC_STRING_RE):
+        if rx is _ESC_STRING_RE and "\\x" not in text:
+            continue
         for m in rx.finditer(text):
             ls, _le = _line_of(text, m.start())
             if not _KEY_WORDS_RE.search(text, ls, m.start()):
@@ -302,6 +311,11 @@ def find_bytes_keys(text: str, low: str) -> Iterator[Candidate]:
             v = text[s:e]
             if rx is _BYTE_LIST_RE:
                 ok = len(set(re.findall(r"0x([0-9a-fA-F]{1,2})", v))) >= 8
+            elif rx is _DEC_LIST_RE:
+                nums = [int(x) for x in re.findall(r"[0-9]+", v)]
+                ok = max(nums) <= 255 and len(set(nums)) >= 10 and nums != sorted(nums) and max(nums) >= 128
+            elif rx is _ESC_STRING_RE:
+                ok = len(set(_HEX_ESC_RE.findall(v))) >= 6
             else:
                 ok = not _masked(v) and not is_placeholder(v) and (
                     shape(v) == "medium" or looks_like_token(v, min_len=16, min_entropy=3.5)
@@ -342,6 +356,7 @@ def detectors(Detector):  # noqa: N803 - the class from rules.py (which imports 
         Detector("setter-call", find_setter_calls, gates=("('", '("', "( '", '( "'), patterns=SETTER_PATTERNS),
         Detector("pgpass", find_pgpass, gates=(":",), patterns=PGPASS_PATTERNS),
         Detector("bytes-key", find_bytes_keys, gates=("b'", 'b"', "fromhex", "unhexlify", "b64decode", "a2b_hex",
-                                                      "decodebytes", "byte", "buffer.from", "0x"),
+                                                      "decodebytes", "byte", "buffer.from", "0x", "decode", "frombase64",
+                                                      "fromhex", "\\x", "u8", "uint8", "atob"),
                  patterns=BYTES_PATTERNS),
     )
