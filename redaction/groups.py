@@ -134,6 +134,8 @@ def _trimmed(text: str, s: int, e: int) -> tuple[int, int, list[str]]:
         a -= 1
     while b < len(parts) and fits(parts[b]):
         b += 1
+    if any(p.lower() in _LINK_WORDS for p in parts[a:b]):
+        return s, s, []  # "a1b2c3d and f1e2d3c": words between values, not one value in groups
     start = s + sum(len(p) + 1 for p in parts[:a])
     return start, start + len(sep.join(parts[a:b])), parts[a:b]
 
@@ -171,7 +173,7 @@ def _grouped(text: str, low: str, s: int, e: int) -> Candidate | None:
     wordy = sum(_wordy(g) for g in groups)
     n = len(groups)
     if cue is not None:
-        ok = (3 * sum(digits) >= n and 2 * wordy <= n - 1 and shannon(joined) >= 3.0
+        ok = (3 * sum(digits) >= n and 3 * wordy <= n - 1 and shannon(joined) >= 3.0
               and (hexrun or _classes(joined) >= 2) and (_token_format(joined) or len(joined) >= 14))
         if ok and wordy and not any(c.isupper() for c in joined[1:]) and sum(digits) < n - wordy:
             ok = False  # "key is 5 apples and 3 pears"-like prose

@@ -46,6 +46,8 @@ _CUES: dict[str, str] = {
     "creds": "login", "credentials": "login", "credential": "login", "login": "login", "log in": "login",
     "log into": "login", "logged in": "login", "logged into": "login", "sign in": "login", "signin": "login", "sign-in": "login",
     "basic auth": "login", "auth": "login", "prompt": "login", "unlock": "login",
+    "pin": "pin", "pin code": "pin", "pincode": "pin", "geheimzahl": "pin", "code pin": "pin",
+    "seed phrase": "pw", "recovery phrase": "pw", "mnemonic": "pw",
     # token / secret: only "<cue> is|:|= <value>", the value a token on its own (any case: "TOKEN iS …")
     "token": "tok", "secret": "tok", "key": "tok", "api key": "tok", "apikey": "tok", "api_key": "tok",
     "api-key": "tok", "access key": "tok", "access_key": "tok", "secret key": "tok", "secret_key": "tok",
@@ -79,7 +81,7 @@ _INFLECTED = frozenset({"парол", "hasł", "hasl", "hesl", "jelsz", "lozink"
                         "passwort", "contraseñ", "contrasen", "senh", "κωδικ", "Κωδικ", "συνθηματικ", "гасл",
                         "Гасл", "лозинк", "Лозинк", "Парол", "ПАРОЛ"})
 # "pass", "parola" and "clave" are ordinary words too: only as whole words.
-_WHOLE_WORD = frozenset({"auth", "pass", "pw", "pwd", "pword", "mdp", "clave", "parola", "prompt", "unlock", "login", "token",
+_WHOLE_WORD = frozenset({"auth", "pass", "pw", "pwd", "pword", "mdp", "clave", "parola", "prompt", "unlock", "login", "token", "pin",
                          "secret", "key"})
 # What may follow a stem inside the same word ("passwords", "Passworts", "logins", "prompted").
 _SUFFIXES = ("s", "es", "'s", "’s", "ed", "en", "er", "e", "a", "ue")
@@ -96,7 +98,25 @@ _ASCII_CUE_GROUPS = tuple(group for group in _ALL_CUE_GROUPS if group[0].isascii
 _LINKERS = frozenset("""
 : = - -- — – -> → => is was are were ist war sind est était es era é è er är on op jest to je da
 now set to of as be will would here here's it's its ist: is: are: : now: now, new temporary temp
+lautet lauten heißt heisst c'est cest c’est vaut será sera fica resta rimane wordt blijft
+literally simply just actually still currently always also
 """.split())
+# A cue followed by one of these is a compound noun ("password manager", "token limit"): what follows
+# is about the thing, not a value of the cue (a value credential-shaped on its own still counts).
+_COMPOUNDS = frozenset("""
+manager managers policy policies field fields reset resets hash hashes hashing prompt prompts length rotation
+requirement requirements strength change changes expiry expiration history rule rules complexity file files store
+vault generator list format column input box hint hints recovery protected protection authentication less based
+salt storage attempts attempt error errors check validation validator limit limits count budget usage type version
+""".split())
+# Words an answer may open with before the value it gives ("Sure: X", "it's X").
+_OPENERS = frozenset("sure sure, sure: yes yes, ok ok, okay here here: it's it’s its it is try use that's".split())
+# A PIN cue names a PIN when written in capitals or after a determiner ("the PIN", "my pin"),
+# not the verb ("pin the version to 3000").
+_PIN_DETERMINERS = ("the ", "my ", "your ", "our ", "his ", "her ", "their ", "a ", "card ", "sim ", "door ", "bank ")
+_PIN_RE = re.compile(r"[0-9]{4,12}")
+_USERISH_RE = re.compile(r"[A-Za-z][A-Za-z0-9._@-]{1,63}")
+_LOWER_PW_RE = re.compile(r"[a-z]{3,}[0-9]{2,}[a-z0-9]*|[0-9]{2,}[a-z]{3,}[a-z0-9]*")
 
 # Tokens in a window: runs of non-space characters.
 _TOKEN_RE = re.compile(r"\S+")
@@ -329,14 +349,26 @@ def find_stated_passwords(text: str, low: str) -> Iterator[Candidate]:
         hi = min(le, ce + _SPAN_AFTER)
         # most prose around a cue has no digit, symbol or inner capital: nothing to judge there
         toks = _tokens(text, ce, hi, _WINDOW_AFTER) if _VALUEISH_RE.search(text, ce, hi) else []
+        question = text.startswith("?", ce)
         if text.startswith((".", "!", "?"), ce) and (ce + 1 >= len(text) or text[ce + 1].isspace()):
-            toks = []  # "… reset your password." ends the sentence: nothing is stated after it
+            # "… reset your password." ends the sentence: nothing is stated after it; after a
+            # question only its answer right after it ("My Gmail password? Sunshine99, …")
+            toks = toks[1:2] if question else []
         if kind == "tok":
             yield from _token_after(text, ce, toks, seen, shape=shape)
             continue
+        if kind == "pin":
+            if not (text[cs:ce].isupper() or low.endswith(_PIN_DETERMINERS, max(0, cs - 8), cs)):
+                continue  # "pin the version to 3000": the verb
+            kind = "pw"
+            pin = True
+        else:
+            pin = False
+        compound = bool(toks) and text[toks[0][0]:toks[0][1]].lower().strip(",.:;") in _COMPOUNDS
         adjacent = True   # only linkers so far between the cue and this token
         clause_ended = text.startswith((",", ";"), ce)
         after_link = True  # the previous token links to this one ("… ist X", "temporal: X")
+        prev: list[str] = []  # the tokens judged so far (a login pair: "admin / X", "admin and X")
         for s, e in toks:
             if s in cue_starts:
                 break  # the next cue judges what follows it
@@ -344,17 +376,26 @@ def find_stated_passwords(text: str, low: str) -> Iterator[Candidate]:
             ts, te = _trim(text, s, e)
             if te <= ts:
                 after_link = True
+                prev.append(raw)
                 continue
             v = text[ts:te]
             link = _is_linker(raw) or (raw.endswith(":") and len(raw) > 1)
             if adjacent and link:
                 continue
-            sh = shape(v)
-            if sh is None and kind == "pw" and (adjacent or after_link) and _LONG_HEX_RE.fullmatch(v):
-                sh = "weak"  # "password: 0f18a5d4…": a generated hex password, stated as one
+            if pin:  # a PIN is digits: "PIN: 7391", "the PIN for the door is 7391"
+                sh = "weak" if _PIN_RE.fullmatch(v) and len(set(v)) >= 2 and (adjacent or after_link) else None
+            else:
+                sh = shape(v)
+            if sh is None and kind == "pw" and (adjacent or after_link) and not compound and not pin and (
+                    _LONG_HEX_RE.fullmatch(v) or _LOWER_PW_RE.fullmatch(v)):
+                sh = "weak"  # "password: 0f18a5d4…", "password is qwerty123"
             if sh == "weak" and not adjacent and (clause_ended or not any(c.isdigit() or c in _PW_SYMBOLS for c in v)):
                 sh = None  # "…password, the network is GuestNet": a name in another clause
-            if sh == "medium" or (sh == "weak" and kind == "pw" and (adjacent or after_link)):
+            if sh == "weak" and compound:
+                sh = None  # "my password manager is 1Password8"
+            pair = kind == "login" and len(prev) >= 2 and prev[-1].lower() in ("/", "and", "&", "|") \
+                and _USERISH_RE.fullmatch(prev[-2].strip("`'\""))
+            if sh == "medium" or (sh == "weak" and (kind == "pw" and (adjacent or after_link) or pair)):
                 if ts not in seen:
                     seen.add(ts)
                     yield ("stated-password", ts, te, 0)
@@ -363,16 +404,42 @@ def find_stated_passwords(text: str, low: str) -> Iterator[Candidate]:
             adjacent = False
             after_link = link
             clause_ended = clause_ended or raw[-1] in ",;"
+            prev.append(raw)
         # ---- before the cue, on its line (tokens an earlier cue's window judged are not judged again)
         lo = max(ls, cs - _SPAN_BEFORE, judged_to)
         before = _tokens(text, lo, cs)[-_WINDOW_BEFORE:] if _VALUEISH_RE.search(text, lo, cs) else []
         judged_to = max(judged_to, cs)
-        for s, e in before:
+        for k, (s, e) in enumerate(before):
             ts, te = _trim(text, s, e)
-            if te > ts and ts not in seen and shape(text[ts:te]) == "medium":
+            if te <= ts or ts in seen:
+                continue
+            sh = shape(text[ts:te])
+            if sh == "medium" or (sh == "weak" and kind in ("pw", "login") and _linked_before(text, before, k, kind)):
                 seen.add(ts)
                 yield ("stated-password", ts, te, 0)
     yield from _across_messages(text, low, hits, seen, shape)
+
+
+# Words that tie a value before a cue to it: "X was the old password", "X is what I use as the
+# wifi password", "paste X into the password field", "X (password)", "X should work as password".
+_BEFORE_LINKS = frozenset("is was are were 's as into in for ( — – - : = should that's thats ist war est es é è"
+                          " era sind is: was:".split())
+
+
+def _linked_before(text: str, before: list[tuple[int, int]], k: int, kind: str) -> bool:
+    """A weak value before a cue counts when a linking word joins it to the cue within the sentence
+    (a password), or it is the second of a pair "user and|/ X" (a login)."""
+    v = text[before[k][0]:before[k][1]]
+    if not any(c.isdigit() or c in _PW_SYMBOLS for c in v):
+        return False
+    between = [text[s:e] for s, e in before[k + 1:]]
+    if len(between) > 7 or any(t[-1] in ".!?;" for t in between[:-1] + [v]) or v.endswith(","):
+        return False
+    if kind == "login":
+        return k >= 2 and text[before[k - 1][0]:before[k - 1][1]].lower() in ("/", "and", "&") \
+            and _USERISH_RE.fullmatch(text[before[k - 2][0]:before[k - 2][1]].strip("`'\"")) is not None
+    return text[before[k][1]:before[k][1] + 2] in (" (", " —", " –") or any(
+        t.lower().strip("\"'`") in _BEFORE_LINKS or t.lower().endswith("'s") for t in between)
 
 
 def _across_messages(text: str, low: str, hits: list[tuple[int, int, str]], seen: set[int],
@@ -405,7 +472,8 @@ def _across_messages(text: str, low: str, hits: list[tuple[int, int, str]], seen
             if te <= ts or ts in seen:
                 continue
             sh = shape(text[ts:te])
-            if sh == "medium" or (sh == "weak" and cue_before and (k == 0 or alone)):
+            opened = all(text[a:b].lower() in _OPENERS or _is_linker(text[a:b]) for a, b in toks[:k])
+            if sh == "medium" or (sh == "weak" and cue_before and (k == 0 or alone or opened)):
                 seen.add(ts)
                 yield ("stated-password", ts, te, 0)
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 from .entropy import shannon
 from .stated import Candidate, _cue_hits, _line_bounds, _memo_shape, _SPAN_AFTER, _tokens, _trim
-from .value_shape import _PASSPHRASE_RE, _classes, shape
+from .value_shape import _PASSPHRASE_RE, _PW_SYMBOLS, _classes, shape
 
 __all__ = ["find_user_colon_passwords", "find_word_passphrases", "find_after_private_key", "find_aws_prose_secrets"]
 
@@ -51,8 +51,24 @@ def find_user_colon_passwords(text: str, low: str) -> Iterator[Candidate]:
             continue
         s, e = _trim(text, *m.span("p"))
         sh = shape(text[s:e]) if e > s else None
-        if sh == "medium" or (sh == "weak" and _cue_on_line(text, low, s)):
+        if sh == "medium" or (sh == "weak" and (_pw_like(text[s:e]) or _cue_on_line(text, low, s))):
             yield ("stated-password", s, e, 0)
+
+
+def _pw_like(v: str) -> bool:
+    """A weak value that reads as a password after ``user:`` with no cue around: 8+ characters,
+    letters and digits, and capitals mixed with lower case or a password symbol ("Marble2007",
+    "8FkpkFQDb"); not a CamelCase name with a version ("PostgreSQL15", "Python3")."""
+    up, lo, dg, _sy = _classes(v)
+    if len(v) < 8 or not dg or not (up or lo):
+        return False
+    if any(c in _PW_SYMBOLS for c in v):
+        return True
+    return up and lo and not _NAME_VERSION_RE.fullmatch(v)
+
+
+# a name and a version: "PostgreSQL15", "Keycloak22", "Node18Alpine" (a capital after the digits)
+_NAME_VERSION_RE = re.compile(r"(?:[A-Z][a-z]+|[A-Z]{2,})+(?:[A-Z]{2,})?[0-9]{1,3}(?:[A-Z][a-z]+)*")
 
 
 def _cue_on_line(text: str, low: str, pos: int) -> bool:
