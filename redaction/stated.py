@@ -15,8 +15,14 @@ question asked for. Rather than one pattern per phrasing, one rule:
   ``medium`` (credential-shaped on its own: random casing, password symbols, leetspeak,
   a generated passphrase) or nothing (a word, a URL, a path, a host, a version, a UUID, a
   hash, an identifier, code). A value right after the cue (or after a linker: ``:``,
-  ``is``, ``ist``, ``est``, ``→``…) may be ``weak``; anywhere else in the window it must be
-  ``medium``.
+  ``is``, ``ist``, ``est``, ``lautet``, ``→``…) may be ``weak``; before the cue it may be
+  ``weak`` when a linking word joins them in the sentence ("X was the old password", "paste X
+  into the password field"); anywhere else in the window it must be ``medium``. A login cue
+  takes the second of a pair ("admin / X", "admin and X", "admin/X"); a PIN cue takes digits; a
+  cue that is part of a compound noun ("password manager") takes only ``medium`` values.
+
+The cue words and the word lists live in :mod:`redaction.cues`; more forms (``user:password``,
+word passphrases, the passphrase after a key block, AWS prose) in :mod:`redaction.stated_forms`.
 
 Pure functions over (text, ascii-lowercased text) like :mod:`redaction.detectors`.
 """
@@ -26,97 +32,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from .cues import (_COMPOUNDS, _LINKERS, _LOWER_PW_RE, _OPENERS, _PIN_DETERMINERS, _PIN_RE, _USERISH_RE,
+                   STATED_CUE_PATTERNS, _cue_hits)
 from .value_shape import _PW_SYMBOLS, _UUID_RE, shape
 
 Candidate = tuple[str, int, int, int]
 
 __all__ = ["find_stated_passwords", "shape", "detectors"]
 
-# --------------------------------------------------------------------------
-# Cues
-# --------------------------------------------------------------------------
-
-# cue stem -> kind. "pw": a password word (a value right after it may be weak);
-# "login": a login/credentials word (values must be medium on their own).
-# Stems are matched at a word start; _cue_end extends them over the rest of the word.
-_CUES: dict[str, str] = {
-    # English
-    "password": "pw", "passwd": "pw", "passcode": "pw", "passphrase": "pw", "pass phrase": "pw",
-    "pass word": "pw", "pass": "pw", "pwd": "pw", "pw": "pw", "pword": "pw",
-    "creds": "login", "credentials": "login", "credential": "login", "login": "login", "log in": "login",
-    "log into": "login", "logged in": "login", "logged into": "login", "sign in": "login", "signin": "login", "sign-in": "login",
-    "basic auth": "login", "auth": "login", "prompt": "login", "unlock": "login",
-    "pin": "pin", "pin code": "pin", "pincode": "pin", "geheimzahl": "pin", "code pin": "pin",
-    "seed phrase": "pw", "recovery phrase": "pw", "mnemonic": "pw",
-    # token / secret: only "<cue> is|:|= <value>", the value a token on its own (any case: "TOKEN iS …")
-    "token": "tok", "secret": "tok", "key": "tok", "api key": "tok", "apikey": "tok", "api_key": "tok",
-    "api-key": "tok", "access key": "tok", "access_key": "tok", "secret key": "tok", "secret_key": "tok",
-    "auth_token": "tok", "access_token": "tok", "auth token": "tok", "access token": "tok",
-    # German, Dutch, Scandinavian
-    "passwort": "pw", "kennwort": "pw", "zugangsdaten": "login", "wachtwoord": "pw", "inloggegevens": "login",
-    "lösenord": "pw", "losenord": "pw", "passord": "pw", "adgangskode": "pw", "salasana": "pw",
-    # French, Spanish, Portuguese, Italian, Romanian
-    "mot de passe": "pw", "mdp": "pw", "identifiants": "login", "contraseña": "pw", "contrasena": "pw",
-    "clave": "pw", "senha": "pw", "parola d'ordine": "pw", "parola": "pw", "credenziali": "login",
-    "credenciales": "login", "credenciais": "login", "parolă": "pw",
-    # Central/Eastern European, Turkish, Greek
-    "hasło": "pw", "haslo": "pw", "heslo": "pw", "jelszó": "pw", "jelszo": "pw", "lozinka": "pw",
-    "geslo": "pw", "şifre": "pw", "Şifre": "pw", "şifresi": "pw", "sifre": "pw", "пароль": "pw", "Пароль": "pw",
-    "ПАРОЛЬ": "pw", "пароля": "pw", "Пароля": "pw", "гасло": "pw", "Гасло": "pw", "лозинка": "pw", "Лозинка": "pw",
-    "κωδικός": "pw", "Κωδικός": "pw", "κωδικό": "pw", "συνθηματικό": "pw",
-    **{stem: "pw" for stem in ("парол", "Парол", "ПАРОЛ", "hasł", "hasl", "hesl", "jelsz", "lozink", "gesl",
-                               "adgangskod", "salasan", "contraseñ", "contrasen", "senh", "κωδικ", "Κωδικ",
-                               "συνθηματικ", "гасл", "Гасл", "лозинк", "Лозинк")},
-    "palavra-passe": "pw", "palavra passe": "pw", "anmeldedaten": "login", "benutzerkennwort": "pw",
-    "code d'accès": "pw", "codice di accesso": "pw", "kata laluan": "pw", "sandi": "pw",
-    "पासवर्ड": "pw", "कूटशब्द": "pw", "كلمة المرور": "pw", "كلمة السر": "pw", "סיסמה": "pw", "סיסמא": "pw",
-    "رمز عبور": "pw", "گذرواژه": "pw", "পাসওয়ার্ড": "pw", "密碼是": "pw", "パスワードは": "pw",
-    # Asian languages (no spaces: the value is cut off the script around it)
-    "密码": "pw", "密碼": "pw", "口令": "pw", "パスワード": "pw", "비밀번호": "pw", "암호": "pw",
-    "mật khẩu": "pw", "kata sandi": "pw", "รหัสผ่าน": "pw",
-}
-# Stems of inflected languages: any ending of up to five letters (cases, articles, possessives).
-_INFLECTED = frozenset({"парол", "hasł", "hasl", "hesl", "jelsz", "lozink", "gesl", "şifre", "Şifre", "sifre",
-                        "lösenord", "losenord", "passord", "adgangskod", "salasan", "wachtwoord", "kennwort",
-                        "passwort", "contraseñ", "contrasen", "senh", "κωδικ", "Κωδικ", "συνθηματικ", "гасл",
-                        "Гасл", "лозинк", "Лозинк", "Парол", "ПАРОЛ"})
-# "pass", "parola" and "clave" are ordinary words too: only as whole words.
-_WHOLE_WORD = frozenset({"auth", "pass", "pw", "pwd", "pword", "mdp", "clave", "parola", "prompt", "unlock", "login", "token", "pin",
-                         "secret", "key"})
-# What may follow a stem inside the same word ("passwords", "Passworts", "logins", "prompted").
-_SUFFIXES = ("s", "es", "'s", "’s", "ed", "en", "er", "e", "a", "ue")
-_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-STATED_CUE_PATTERNS = tuple(sorted(_CUES))
-_CUE_GROUPS: dict[str, list[str]] = {}
-for _stem in _CUES:
-    _CUE_GROUPS.setdefault(_stem[:3], []).append(_stem)
-_ALL_CUE_GROUPS = tuple((prefix, tuple(stems)) for prefix, stems in _CUE_GROUPS.items())
-_ASCII_CUE_GROUPS = tuple(group for group in _ALL_CUE_GROUPS if group[0].isascii())
-
-# Words linking a cue to its value: "password is X", "Passwort ist X", "mot de passe : X",
-# "contraseña es X", "senha é X", "password è X", "wachtwoord op X", "hasło to X".
-_LINKERS = frozenset("""
-: = - -- — – -> → => is was are were ist war sind est était es era é è er är on op jest to je da
-now set to of as be will would here here's it's its ist: is: are: : now: now, new temporary temp
-lautet lauten heißt heisst c'est cest c’est vaut será sera fica resta rimane wordt blijft
-literally simply just actually still currently always also
-""".split())
-# A cue followed by one of these is a compound noun ("password manager", "token limit"): what follows
-# is about the thing, not a value of the cue (a value credential-shaped on its own still counts).
-_COMPOUNDS = frozenset("""
-manager managers policy policies field fields reset resets hash hashes hashing prompt prompts length rotation
-requirement requirements strength change changes expiry expiration history rule rules complexity file files store
-vault generator list format column input box hint hints recovery protected protection authentication less based
-salt storage attempts attempt error errors check validation validator limit limits count budget usage type version
-""".split())
-# Words an answer may open with before the value it gives ("Sure: X", "it's X").
-_OPENERS = frozenset("sure sure, sure: yes yes, ok ok, okay here here: it's it’s its it is try use that's".split())
-# A PIN cue names a PIN when written in capitals or after a determiner ("the PIN", "my pin"),
-# not the verb ("pin the version to 3000").
-_PIN_DETERMINERS = ("the ", "my ", "your ", "our ", "his ", "her ", "their ", "a ", "card ", "sim ", "door ", "bank ")
-_PIN_RE = re.compile(r"[0-9]{4,12}")
-_USERISH_RE = re.compile(r"[A-Za-z][A-Za-z0-9._@-]{1,63}")
-_LOWER_PW_RE = re.compile(r"[a-z]{3,}[0-9]{2,}[a-z0-9]*|[0-9]{2,}[a-z]{3,}[a-z0-9]*")
 
 # Tokens in a window: runs of non-space characters.
 _TOKEN_RE = re.compile(r"\S+")
@@ -131,113 +54,6 @@ _TRAIL_TRIM = "\"'`)]}>.,;:»”’"
 # --------------------------------------------------------------------------
 # Scanning
 # --------------------------------------------------------------------------
-
-def _cue_hits(text: str, low: str) -> list[tuple[int, int, str]]:
-    """(start, end, kind) of each cue, extended over the rest of its word."""
-    out = []
-    # ASCII text cannot hold a non-ASCII cue: its groups are not even looked at. ``in`` rather
-    # than ``find``: no method call per group, and most texts hold none of the ~70 prefixes.
-    for prefix, stems in (_ASCII_CUE_GROUPS if low.isascii() else _ALL_CUE_GROUPS):
-        if prefix in low:  # one search rules out every stem of the group
-            for stem in stems:
-                _stem_hits(text, low, stem, _CUES[stem], out)
-    out.sort()
-    return out
-
-
-def _stem_hits(text: str, low: str, stem: str, kind: str, out: list) -> None:
-    if True:
-        i = low.find(stem)
-        while i >= 0:
-            j = i + len(stem)
-            glued = i > 0 and low[i - 1] in _GLUE
-            if glued and low[i - 1] in "_-":
-                name_end = _odd_name_end(text, i, j)
-                if name_end is not None:
-                    out.append((i, name_end, kind))  # "Db_PaSsWoRd = …", "API_kEy: …"
-                elif kind == "pw" and stem not in _WHOLE_WORD:
-                    # a command or name holding a password word (wpa_passphrase, set-initial-password,
-                    # DB_PASSWORD): what follows counts only if credential-shaped on its own
-                    end = _name_end(text, j)
-                    if end is not None:
-                        out.append((i, end, "login"))
-            elif i == 0 or not ((low[i - 1].isascii() and low[i - 1].isalnum()) or low[i - 1] in _GLUE
-                                or low[i - 1] in "+=" or (low[i - 1].isalpha() and stem.isascii())):
-                end = _cue_end(low, j, stem in _WHOLE_WORD, stem in _INFLECTED)
-                if end is not None and (end >= len(low) or low[end] not in _GLUE
-                                        or (low[end] in ".-" and (end + 1 == len(low) or low[end + 1].isspace()))):
-                    if kind != "tok" or _odd_case(text[i:end]) or _odd_linker(text, end):
-                        out.append((i, end, kind))
-            i = low.find(stem, i + 1)
-
-
-# A cue glued to an identifier is a name, not a word of a sentence: $PWD, GITHUB_TOKEN,
-# password_hash, --password (flags are judged by the CLI rules), ~/.pgpass.
-_GLUE = frozenset("$_-./\\@#%")
-
-
-_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
-
-
-def _odd_name_end(text: str, i: int, j: int) -> int | None:
-    """The end of an identifier around a cue glued into it, if the identifier is written in
-    odd case (``Db_PaSsWoRd``, ``x-API-kEy``): the assignment rules split such names into
-    nonsense, so this rule reads them. Normal names (``GITHUB_TOKEN``, ``$PWD``) are not cues."""
-    a = i
-    while a > 0 and text[a - 1] in _NAME_CHARS and i - a < 64:
-        a -= 1
-    if a > 0 and text[a - 1] in "$%@./+=\\":
-        return None
-    b = j
-    while b < len(text) and text[b] in _NAME_CHARS and b - j < 64:
-        b += 1
-    for seg in re.split(r"[-_]", text[a:b]):
-        if len(seg) >= 2 and _odd_case(seg) and not seg.isupper():
-            if re.fullmatch(r"[a-z]*(?:[A-Z][a-z0-9]{2,})+|[A-Z]{2,}[a-z]{3,}", seg):
-                continue  # camelCase is a normal name
-            return b
-    return None
-
-
-def _name_end(text: str, j: int) -> int | None:
-    a = j
-    while a < len(text) and text[a] in _NAME_CHARS and a - j < 64:
-        a += 1
-    return a if a - j < 64 else None
-
-
-def _odd_case(word: str) -> bool:
-    """``TOKEN``, ``SeCrEt``, ``ToKeN``: how a shouted or mangled word looks (``token`` and ``Token``
-    after "is"/":" are the other rules' business)."""
-    return not (word.islower() or (word[0].isupper() and word[1:].islower()))
-
-
-def _odd_linker(text: str, end: int) -> bool:
-    """"token IS …", "secret iS …": the verb after a credential word in odd case."""
-    m = re.compile(r"[ \t]+([A-Za-z]{2,3})\b").match(text, end)
-    return m is not None and m.group(1).lower() in ("is", "was") and any(c.isupper() for c in m.group(1)[1:] or "") \
-        or (m is not None and m.group(1) in ("IS", "WAS"))
-
-
-def _cue_end(low: str, j: int, whole: bool, inflected: bool = False) -> int | None:
-    if j < len(low) and low[j].isdigit():
-        return None  # "pw00005qZ7", "pass123": a value that starts like a cue word
-    if j >= len(low) or not low[j].isalpha():
-        return j
-    if inflected:  # "паролем", "hasła", "lösenordet", "şifresi": any short ending
-        k = j
-        while k < len(low) and low[k].isalpha() and k - j <= 5:
-            k += 1
-        return k if k - j <= 5 else None
-    if not low[j].isascii():
-        return j if not low[j].isalpha() or not low[j - 1].isascii() else None
-    k = j
-    while k < len(low) and low[k] in _LETTERS:
-        k += 1
-    suffix = low[j:k]
-    if suffix in _SUFFIXES and not (whole and suffix not in ("s", "es", "ed", "'s")):
-        return k
-    return None
 
 
 def _line_bounds(text: str, s: int, e: int) -> tuple[int, int]:
@@ -279,13 +95,17 @@ _LONG_HEX_RE = re.compile(r"[0-9a-f]{16,128}|[0-9A-F]{16,128}")
 def _token_after(text: str, ce: int, toks: list[tuple[int, int]], seen: set[int],
                  linked: bool = False, shape=shape) -> Iterator[Candidate]:
     """"TOKEN iS X", "SeCrEt: X": a linker right after the cue, then a value that is a token on its own."""
-    for s, e in toks[:3]:
+    qualifiers = 0
+    for s, e in toks[:5]:
         raw = text[s:e]
         if _is_linker(raw):
             linked = True
             continue
         if not linked:
-            return
+            qualifiers += 1  # "chiave API è X", "token de acceso es X", "clé d'API est X"
+            if qualifiers > 2 or not _QUALIFIER_RE.fullmatch(raw):
+                return
+            continue
         ts, te = _trim(text, s, e)
         v = text[ts:te]
         if ts not in seen and len(v) >= 16 and (_HEX_TOKEN_RE.fullmatch(v) or shape(v) == "medium") \
@@ -295,6 +115,7 @@ def _token_after(text: str, ce: int, toks: list[tuple[int, int]], seen: set[int]
         return
 
 
+_QUALIFIER_RE = re.compile(r"(?:[A-Za-z]['’])?[A-Za-z]{1,8}")
 _OP_RE = re.compile(r"[\"'`*]{0,3}[ \t]*(?:[:=]{1,3}>?|->|→)")
 _PUNCT_LINK = frozenset(":=-—–>→/|,*")
 
@@ -393,6 +214,11 @@ def find_stated_passwords(text: str, low: str) -> Iterator[Candidate]:
                 sh = None  # "…password, the network is GuestNet": a name in another clause
             if sh == "weak" and compound:
                 sh = None  # "my password manager is 1Password8"
+            if "/" in v and not pin and (adjacent or after_link) and v.count("/") == 1:
+                u, _sl, p = v.partition("/")
+                if _USERISH_RE.fullmatch(u) and "/" not in p and shape(p) is not None and ts + len(u) + 1 not in seen:
+                    seen.add(ts + len(u) + 1)  # "login admin/Sunshine99": the password after the user
+                    yield ("stated-password", ts + len(u) + 1, te, 0)
             pair = kind == "login" and len(prev) >= 2 and prev[-1].lower() in ("/", "and", "&", "|") \
                 and _USERISH_RE.fullmatch(prev[-2].strip("`'\""))
             if sh == "medium" or (sh == "weak" and (kind == "pw" and (adjacent or after_link) or pair)):
