@@ -86,6 +86,8 @@ def find_code_lists(text: str, low: str) -> Iterator[Candidate]:
     for cs, ce in word_hits(low, CODE_CUES):
         if cs < done or (low.startswith("code", cs) and ce < len(low) and low[ce].isalpha() and low[ce] != "s"):
             continue
+        if not _DIGIT_RE.search(text, ce, ce + _CODE_WINDOW + 200):
+            continue  # items have digits (half of them at least): none near the cue, no list
         found = False
         # a list starting within the window after the cue: one item a line …
         nxt: tuple[int, int] | None = _line_at(text, ce)

@@ -197,13 +197,14 @@ def _odd_linker(text: str, end: int) -> bool:
         or (m is not None and m.group(1) in ("IS", "WAS"))
 
 
-_FOREIGN_LINKERS = frozenset("é è es est ist är er jest je lautet c'est era será sind wordt é: è: es: est: ist:".split())
+# "O token é X", "el token de acceso es X": an English credential word in a sentence of another
+# language, known by its linker within the next three words (one anchored match per cue).
+_FOREIGN_RE = re.compile(r"(?:[ \t]+[^\s]+){0,2}?[ \t]+(?:é|è|es|est|ist|är|er|jest|je|lautet|c'est|era|será|sind"
+                         r"|wordt):?(?=\s|$)")
 
 
 def _foreign_linker(low: str, end: int) -> bool:
-    """"O token é X", "el token de acceso es X": an English credential word in a sentence of
-    another language (its linker within the next three words)."""
-    return any(w in _FOREIGN_LINKERS for w in low[end:end + 40].split()[:3])
+    return _FOREIGN_RE.match(low, end, end + 48) is not None
 
 
 def _cue_end(low: str, j: int, whole: bool, inflected: bool = False) -> int | None:

@@ -85,11 +85,12 @@ def find_totp(text: str, low: str) -> Iterator[Candidate]:
 
 
 def find_groups(text: str, low: str) -> Iterator[Candidate]:
-    """A value read out in groups (the detector's gate: a digit; every grouped value has one)."""
+    """A value read out in groups (the detector's gate: a digit; every grouped value has one).
+    Runs of groups without a digit (prose) are dropped by one search each before any judging."""
     if " " not in text and "-" not in text:
         return
     for m in _GROUPS_RE.finditer(text):
-        if _DIGIT_RE.search(m.group()) is None:
+        if _DIGIT_RE.search(text, m.start(), m.end()) is None:
             continue
         found = _grouped(text, low, m.start(), m.end())
         if found:
@@ -158,6 +159,12 @@ def _grouped(text: str, low: str, s: int, e: int) -> Candidate | None:
     if sep == "-" and (re.fullmatch(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}", run)
                        or len(parts) <= 3 and all(len(p) <= 6 for p in parts)):
         return None  # a UUID; "foo-bar-12"-like names
+    n = len(groups)
+    wordy = sum(_wordy(g) for g in groups)
+    b32 = all(c in _B32 for c in joined) and \
+        (all(p.islower() or p.isdigit() for p in parts) or all(p.isupper() or p.isdigit() for p in parts))
+    if not b32 and (3 * sum(digits) < n or 3 * wordy > n - 1):
+        return None  # what every branch below needs, tested before any cue is looked for
     lo = max(0, s - _CUE_WINDOW)
     cue = _GROUP_CUE_RE.search(low, lo, s) or prefix
     hexrun = all(_HEX_ID_RE.fullmatch(g) or g.isdigit() for g in groups)
@@ -165,23 +172,19 @@ def _grouped(text: str, low: str, s: int, e: int) -> Candidate | None:
                    or (len(groups) >= 8 and all(len(g) == 4 for g in groups))):
         return None  # a fingerprint, digest or list of commits shown in groups
     # TOTP setup keys: base32 in groups of one case
-    b32 = all(c in _B32 for c in joined) and \
-        (all(p.islower() or p.isdigit() for p in parts) or all(p.isupper() or p.isdigit() for p in parts))
     if b32 and sep == " " and len(parts) >= 4 and len({len(p) for p in parts[1:-1]}) <= 1 and any(digits) \
             and shannon(joined) >= 3.0 and (cue is not None or _2FA_CUE_RE.search(low, lo, s)):
         return ("totp-secret", s, e, 0)
-    wordy = sum(_wordy(g) for g in groups)
-    n = len(groups)
     if cue is not None:
         ok = (3 * sum(digits) >= n and 3 * wordy <= n - 1 and shannon(joined) >= 3.0
-              and (hexrun or _classes(joined) >= 2) and (_token_format(joined) or len(joined) >= 14))
+              and (hexrun or _classes(joined) >= 2) and (len(joined) >= 14 or _token_format(joined)))
         if ok and wordy and not any(c.isupper() for c in joined[1:]) and sum(digits) < n - wordy:
             ok = False  # "key is 5 apples and 3 pears"-like prose
     else:
         ok = (n >= 4 and len(joined) >= 20 and not hexrun and 4 * wordy <= n and 2 * sum(digits) >= n
               and 2 * sum(_switches(g) >= 2 for g in groups) >= n
-              and (_token_format(joined) or (_classes(joined) >= 3 and token_shape(joined, 20)
-                                             and shannon(joined) >= 3.5)))
+              and ((_classes(joined) >= 3 and token_shape(joined, 20) and shannon(joined) >= 3.5)
+                   or _token_format(joined)))
     if not ok and cue is None:
         # a licence-key shape: 5+ groups of one length (5+), capitals and digits ("63L6Y 4BTTJ …")
         ok = (n >= 5 and len({len(g) for g in groups}) == 1 and len(groups[0]) >= 5 and joined.isupper()

@@ -73,9 +73,34 @@ def _secret_value(v: str, quoted: bool) -> bool:
     return shape(v) is not None or looks_like_token(v, min_len=12, need_digit=True)
 
 
+# Every form of _SECRET_CMD_RE holds one of these: the command is looked for only around them.
+_ANCHORS = ("secret", "variable", "var", "env", "config", "kv", "parameter", "setting", "credential", "context",
+            "write")
+
+
+def _commands(text: str, low: str) -> Iterator[re.Match[str]]:
+    """The secret-setting commands of the text, looked for in a small window around each anchor
+    word (a regex over the whole text would try its alternatives at every word)."""
+    end = -1
+    for a in sorted(p for w in _ANCHORS for p in _finds(low, w)):
+        if a < end:
+            continue
+        m = _SECRET_CMD_RE.search(text, max(0, a - 24, end), min(len(text), a + 48))
+        if m is not None:
+            end = m.end()
+            yield m
+
+
+def _finds(low: str, w: str) -> Iterator[int]:
+    i = low.find(w)
+    while i >= 0:
+        yield i
+        i = low.find(w, i + 1)
+
+
 def find_secret_commands(text: str, low: str) -> Iterator[Candidate]:
     covered = 0  # commands on one line share its scan
-    for c in _SECRET_CMD_RE.finditer(text):
+    for c in _commands(text, low):
         if c.start() < covered:
             continue
         ls, le = _line_of(text, c.start())

@@ -83,7 +83,7 @@ _USER_THEN_PW_RE = re.compile(
 _USER_PCT_RE = re.compile(r"(?<![A-Za-z0-9_-])(?:-U|-u|--user(?:name)?)(?:[ \t]+|=)[\"']?[^\s%\"'`]{1,128}%"
                           r"(?P<v>[^\s\"'`]{1,256})")
 # impacket and the like: domain/user:password@host
-_DOMAIN_USER_PW_RE = re.compile(r"(?<![A-Za-z0-9_./:@-])[A-Za-z0-9._-]{1,64}/[A-Za-z0-9._$-]{1,64}:"
+_DOMAIN_USER_PW_RE = re.compile(r"[\"'`(]?[A-Za-z0-9._-]{1,64}/[A-Za-z0-9._$-]{1,64}:"
                                 r"(?P<v>[^\s/@\"'`]{3,128})@[A-Za-z0-9][A-Za-z0-9.-]{0,253}(?![A-Za-z0-9@])")
 # -pVALUE glued (7z, unrar, mysqladmin): only a value credential-shaped on its own.
 _GLUED_P_RE = re.compile(r"(?<![A-Za-z0-9_\-/])-p(?P<v>[^\s\"'`]{6,256})")
@@ -190,11 +190,16 @@ def find_cli_password_flags(text: str, low: str) -> Iterator[Candidate]:
             s, e = m.span("v")
             if _password_value(text[s:e], False):
                 yield ("cli-password", s, e, 0)
-    if "@" in text and ":" in text:
-        for m in _DOMAIN_USER_PW_RE.finditer(text):
-            s, e = m.span("v")
-            if shape(text[s:e]) is not None:
-                yield ("cli-password", s, e, 0)
+    if "@" in text and "/" in text:
+        at = text.find("@")
+        while at >= 0:  # anchored on each "@": the pattern ends there
+            ws = max(text.rfind(" ", 0, at), text.rfind("\n", 0, at), text.rfind("\t", 0, at), at - 260)
+            m = _DOMAIN_USER_PW_RE.match(text, max(0, ws + 1) if ws >= 0 else 0)
+            if m is not None and m.end("v") == at:
+                s, e = m.span("v")
+                if shape(text[s:e]) is not None:
+                    yield ("cli-password", s, e, 0)
+            at = text.find("@", at + 1)
     if "-u " in text or "--user " in text:
         for m in _USER_COMMA_RE.finditer(text):
             s, e = m.span("v")

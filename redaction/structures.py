@@ -106,7 +106,7 @@ def find_split_values(text: str, low: str) -> Iterator[Candidate]:
         if _split_secret("".join(text[a:b] for a, b in parts), _assigned_strength(text, parts[0][0])):
             for a, b in parts:
                 yield ("split-secret", a, b, 0)
-    if "|" in text or ">" in text or '""' in text or "''" in text:
+    if any(o in text for o in _BLOCK_OPENERS):
         yield from _block_values(text)
     if "```" in text:
         for f in _FENCE_RE.finditer(text):
@@ -151,6 +151,9 @@ def _chains(joints: list[tuple[int, int, int, int]]) -> list[list[tuple[int, int
 _BLOCK_KEY_RE = re.compile(r"(?m)^(?P<ind>[ \t]*)(?:- )?[\"']?(?P<name>[A-Za-z_][A-Za-z0-9_.\-]{0,63})[\"']?[ \t]*"
                            r"(?::|=|:=)[ \t]*(?P<open>[|>][+-]?[1-9]?[+-]?|\"\"\"|''')[ \t]*\r?$")
 _BLOCK_LINE_RE = re.compile(r"[ \t]*(" + _PART + r"{4,512})[ \t]*\r?")
+
+
+_BLOCK_OPENERS = (": |", ": >", ":|", ":>", '= """', "= '''", '="""', "='''", ': """')
 
 
 def _block_values(text: str) -> Iterator[Candidate]:

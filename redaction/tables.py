@@ -131,8 +131,9 @@ def find_tables(text: str, low: str) -> Iterator[Candidate]:
         return  # every kind of table below needs one on the line of a cue word (most prose: none)
     done = -1
     for hit, _he in word_hits(low, _TABLE_WORDS):
-        if hit <= done:
-            continue
+        if hit <= done or (low.startswith("pin", hit) and ((hit and low[hit - 1].isalpha())
+                                                             or low[hit + 3:hit + 4].isalpha())):
+            continue  # "ping", "mapping": not a PIN column
         ls, le = _line_at(text, hit)
         done = le
         role = _ROLE_RE.match(text, ls, le)
