@@ -51,7 +51,8 @@ __all__ = ["REDACTION_VERSION", "TokenRule", "Detector", "TOKEN_RULES", "DETECTO
 # code (stated_cli.py); structures (structures.py: tables, code lists, TOTP seeds, grouped, split and
 # encoded values); scanner-catalog breadth (catalog.py: hashes, vendor cues, connection URIs); public
 # values left alone (public.py: GPG ids, CI cache keys, certificates, Secret names).
-REDACTION_VERSION = "1.5.0"
+# 1.6.0 (issue 34): detectors judge structure and shape, not templates (groups.py, codes.py, tables.py, cues.py).
+REDACTION_VERSION = "1.6.0"
 
 ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 # Characters a token (or a URL/assignment around it) is made of, and the
