@@ -46,8 +46,8 @@ _ECHO_RE = re.compile(r"\b(?:echo|printf)(?:[ \t]+-[neE]{1,3})*(?:[ \t]+(?:\"%s\
 _HERE_RE = re.compile(r"<<<[ \t]*" + _QV)
 _ENV_PAIR_RE = re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z][A-Za-z0-9_.-]{1,63}=" + _QV)
 # What the engine tests first (a text with none of these holds no secret command).
-SECRET_CMD_PREGATES = ("secret", "env", "config", "kv put", "put-", "variable", "param", "setting", "credential",
-                       "context", "write", "vars ")
+SECRET_CMD_PREGATES = ("secret", "env", "config", "kv", "variable", "vars", "parameter", "setting", "credential",
+                       "context", "vault write", "chamber write")
 SECRET_CMD_PATTERNS = (_SECRET_CMD_RE.pattern, _PAIR_TOKEN_RE.pattern, _SECRET_FLAG_RE.pattern, _ECHO_RE.pattern,
                        _HERE_RE.pattern, _ENV_PAIR_RE.pattern)
 
@@ -74,8 +74,8 @@ def _secret_value(v: str, quoted: bool) -> bool:
 
 
 # Every form of _SECRET_CMD_RE holds one of these: the command is looked for only around them.
-_ANCHORS = ("secret", "variable", "var", "env", "config", "kv", "parameter", "setting", "credential", "context",
-            "write")
+_ANCHORS = ("secret", "variable", "vars", "env", "config", "kv", "parameter", "setting", "credential", "context",
+            "vault write", "chamber write")
 
 
 def _commands(text: str, low: str) -> Iterator[re.Match[str]]:
