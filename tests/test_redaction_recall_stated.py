@@ -1,4 +1,4 @@
-"""Commands and prose: CLI password flags, secret-setting commands, credentials stated in language (issue 34, redaction 1.6.0).
+"""Commands and prose: CLI password flags, secret-setting commands, stated credentials (issue 34, 1.6.0).
 
 Recall on phrasings nobody listed, and the near misses that must stay. Each detector is written for
 the shape of a structure, not a template, so these cases were written independently of

@@ -1,4 +1,4 @@
-"""Structures: grouped values, recovery codes, tables, split values, byte keys (issue 34, redaction 1.6.0).
+"""Structures: grouped values, recovery codes, tables, split values, byte keys (issue 34, 1.6.0).
 
 Recall on phrasings nobody listed, and the near misses that must stay. Each detector is written for
 the shape of a structure, not a template, so these cases were written independently of
