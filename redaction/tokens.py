@@ -1,0 +1,208 @@
+"""Token rules: finding credentials with a recognisable format in one text.
+
+Every token is a run of 16+ token characters: a cheap byte probe tells whether a text has
+one at all (most prose has none), one scan finds the runs, and at each place inside a run
+where a token may start the rules registered for its first two characters are tried, then
+the run-gated rules, then the few whole-text rules behind their gate words. Each match is
+validated: word boundary, fillers, entropy, structure (``_accept``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+from .detectors import _HEX, char_before, overlapping, word_before
+from .entropy import is_token_placeholder, shannon
+from .rules import GLUED_PREFIXES, MIN_TOKEN_LENGTH, TOKEN_RULES, TOKEN_RUN_CHARS, TokenRule, _literal_prefix
+
+__all__ = ["PRIO_TOKEN", "COMPILED", "has_run", "scan_tokens"]
+
+PRIO_TOKEN = 40
+"""Rank of a token rule's candidate when overlapping spans merge (engine.py)."""
+
+
+class _Compiled:
+    """The ruleset compiled once, indexed for dispatch."""
+
+    def __init__(self, rules: tuple[TokenRule, ...]) -> None:
+        self.by2: dict[str, list[tuple[int, TokenRule, re.Pattern[str]]]] = {}
+        self.by1: dict[str, list[tuple[int, TokenRule, re.Pattern[str]]]] = {}
+        self.run_rules: list[tuple[int, TokenRule, re.Pattern[str]]] = []
+        self.text_rules: list[tuple[int, TokenRule, re.Pattern[str]]] = []
+        for order, rule in enumerate(rules):
+            entry = (order, rule, re.compile(rule.pattern))
+            lit = _literal_prefix(rule.pattern)
+            if rule.run_gates:
+                self.run_rules.append(entry)
+            elif len(lit) >= 2:
+                self.by2.setdefault(lit[:2], []).append(entry)
+            elif lit:
+                self.by1.setdefault(lit, []).append(entry)
+            else:
+                self.text_rules.append(entry)
+        self.allow = {r.allow: re.compile(r.allow) for r in rules if r.allow}
+        # Rules that may match where an unmistakable prefix is glued to a
+        # word ("tokenisghp_…", "1AKIA…"): their literal prefix and a glued
+        # prefix agree ("gl" of the GitLab rule and "glpat-"); tried only at
+        # the places one scan for the glued prefixes finds.
+        self.glued = {order for order, rule in enumerate(rules)
+                      if not rule.run_gates and _agrees(_literal_prefix(rule.pattern))}
+        self.glued_re = re.compile("|".join(re.escape(p) for p in sorted(GLUED_PREFIXES, key=len, reverse=True)))
+        # Kind prefixes a mask may keep before its marker, per rule id:
+        # (literal part, length kept). "AKIA" is kept from the rule A(?:KIA|…).
+        self.keeps: dict[str, set[tuple[str, int]]] = {}
+        for rule in rules:
+            if rule.keep:
+                self.keeps.setdefault(rule.id, set()).add((_literal_prefix(rule.pattern)[:rule.keep], rule.keep))
+
+
+def _agrees(lit: str) -> bool:
+    return bool(lit) and any(g.startswith(lit) or lit.startswith(g) for g in GLUED_PREFIXES)
+
+
+COMPILED = _Compiled(TOKEN_RULES)
+_COMPILED = COMPILED
+
+# A token-like run: 16+ characters that can make up a token. Prose rarely has
+# one, so this single scan is what most text costs. The lookbehind keeps the
+# scan from restarting inside a run (quadratic on long words otherwise).
+_RUN_RE = re.compile(r"(?<![%s])[%s]{%d,}" % (TOKEN_RUN_CHARS, TOKEN_RUN_CHARS, MIN_TOKEN_LENGTH))
+# Where a token may start inside a run: right after a non-alphanumeric
+# character (the run's own start is handled separately). Charset-led, so
+# sre skips alphanumerics in its fast loop; a leading lookbehind would not.
+_START_RE = re.compile(r"[^A-Za-z0-9][A-Za-z0-9_]")
+# Exact prefilter for _RUN_RE: map token characters to "a" and everything
+# else to a space; a run exists iff 16 "a"s are adjacent. Done on UTF-8
+# bytes: ASCII keeps its values and every non-ASCII byte is >= 0x80 (a
+# space), so the test is exact, and bytes.translate has no slow path for
+# non-ASCII text (str.translate does).
+_RUN_TABLE = bytes(ord("a") if i < 128 and re.fullmatch("[%s]" % TOKEN_RUN_CHARS, chr(i)) else ord(" ")
+                   for i in range(256))
+_RUN_PROBE = b"a" * MIN_TOKEN_LENGTH
+
+
+def _has_run(text: str) -> bool:
+    return _RUN_PROBE in text.encode("utf-8", "surrogatepass").translate(_RUN_TABLE)
+
+
+def _valid(rule: TokenRule, secret: str) -> bool:
+    if rule.fillers and is_token_placeholder(secret):
+        return False
+    if rule.entropy and shannon(secret) < rule.entropy:
+        return False
+    if rule.allow and _COMPILED.allow[rule.allow].fullmatch(secret):
+        return False
+    return rule.check is None or rule.check(secret)
+
+
+def _accept(rule: TokenRule, m: re.Match[str], text: str, gate, left: bool = True) -> tuple[int, int] | None:
+    """Validate one rule match; return the secret span or None. ``left``: check the word boundary."""
+    p = m.start()
+    if left and rule.left and p > 0 and (char_before(text, p) in rule.left or word_before(text, p)):
+        return None
+    s, e = m.span("s") if "s" in m.re.groupindex else m.span()
+    if e <= s or not _valid(rule, text[s:e]):
+        return None
+    if rule.gates:
+        for g in rule.gates:
+            if gate(g):
+                return s, e
+        return None
+    return s, e
+
+
+def _scan_tokens(text: str, low: str, cands: list, gate) -> bool:
+    """Append token-rule candidates; return whether the text has a token-like run."""
+    by2, by1 = _COMPILED.by2, _COMPILED.by1
+    has_run = _has_run(text)
+    runs = _RUN_RE.finditer(text) if has_run else ()
+    for run in runs:
+        rs, re_ = run.span()
+        skip = rs
+        # A rule whose match failed validation is not retried inside that
+        # match: keeps adversarial runs ("sk-sk-sk-...") linear.
+        failed: dict[int, int] = {}
+        starts = itertools.chain((rs,), _after_escape(text, rs, re_),
+                                 (st.start() + 1 for st in _START_RE.finditer(text, rs, re_)))
+        for p in starts:
+            if p < skip:
+                continue
+            entries = by2.get(text[p:p + 2])
+            one = by1.get(text[p])
+            if one:
+                entries = (entries or []) + one
+            if not entries:
+                continue
+            prev = char_before(text, p)
+            for order, rule, rx in entries:
+                if (prev and rule.left and prev in rule.left) or failed.get(order, -1) > p:
+                    continue
+                m = rx.match(text, p)
+                if m is not None:
+                    span = _accept(rule, m, text, gate)
+                    if span:
+                        cands.append((span[0], span[1], rule.id, rule.keep, PRIO_TOKEN, -order))
+                        skip = max(skip, span[1])
+                    else:
+                        failed[order] = m.end()
+        _scan_glued(text, rs, re_, cands, gate)
+        chunk = text[rs:re_]
+        for order, rule, rx in _COMPILED.run_rules:
+            for g in rule.run_gates:
+                if g in chunk:
+                    for m in overlapping(rx, text, rs, re_):
+                        span = _accept(rule, m, text, gate)
+                        if span:
+                            cands.append((span[0], span[1], rule.id, rule.keep, PRIO_TOKEN, -order))
+                    break
+    for order, rule, rx in _COMPILED.text_rules:
+        for g in rule.gates:
+            if gate(g):
+                for m in overlapping(rx, text):
+                    span = _accept(rule, m, text, _always)
+                    if span:
+                        cands.append((span[0], span[1], rule.id, rule.keep, PRIO_TOKEN, -order))
+                break
+    return has_run
+
+
+def _always(_word: str) -> bool:
+    return True
+
+
+def _after_escape(text: str, rs: int, re_: int) -> tuple[int, ...]:
+    """A second start for a run that begins inside an escape: in ``\\nghp_…``
+    (JSON-escaped text) the run starts at the ``n`` of ``\\n``, the token after it."""
+    if rs == 0 or text[rs - 1] != "\\":
+        return ()
+    if text[rs] in "nrt":
+        p = rs + 1
+    elif text[rs] == "u" and rs + 5 <= re_ and all(c in _HEX for c in text[rs + 1:rs + 5]):
+        p = rs + 5
+    else:
+        return ()
+    return (p,) if p < re_ else ()
+
+
+def _scan_glued(text: str, rs: int, re_: int, cands: list, gate) -> None:
+    """Tokens with an unmistakable prefix glued to a word or digit before them
+    (``tokenisghp_…``, ``1AKIA…``), or joined to one by ``-`` or ``_`` (``plan-sk-proj-…``: the
+    main loop refuses those before a token): such a prefix needs no left boundary."""
+    glued = _COMPILED.glued
+    for g in _COMPILED.glued_re.finditer(text, rs, re_):
+        p = g.start()
+        if p == rs or not (text[p - 1].isalnum() or text[p - 1] in "-_"):
+            continue  # a boundary start: the main loop tried it
+        entries = (_COMPILED.by2.get(text[p:p + 2]) or []) + (_COMPILED.by1.get(text[p]) or [])
+        for order, rule, rx in entries:
+            if order not in glued:
+                continue
+            m = rx.match(text, p)
+            span = _accept(rule, m, text, gate, left=False) if m is not None else None
+            if span:
+                cands.append((span[0], span[1], rule.id, rule.keep, PRIO_TOKEN, -order))
+
+
+has_run = _has_run
+scan_tokens = _scan_tokens
