@@ -11,6 +11,7 @@ language) found by a literal scan of the lowercased text and extended over the r
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 # --------------------------------------------------------------------------
 # Cues
@@ -107,9 +108,15 @@ _USERISH_RE = re.compile(r"[A-Za-z][A-Za-z0-9._@-]{1,63}")
 _LOWER_PW_RE = re.compile(r"[a-z]{3,}[0-9]{2,}[a-z0-9]*|[0-9]{2,}[a-z]{3,}[a-z0-9]*")
 
 
-def _cue_hits(text: str, low: str) -> list[tuple[int, int, str]]:
-    """(start, end, kind) of each cue, extended over the rest of its word."""
+def _cue_hits(text: str, low: str, cues: Iterable[str] | None = None) -> list[tuple[int, int, str]]:
+    """(start, end, kind) of each cue, extended over the rest of its word. ``cues``: the stems
+    known to occur in ``low`` (the engine's shared pass, gating.py), looked for alone."""
     out = []
+    if cues is not None:
+        for stem in cues:
+            _stem_hits(text, low, stem, _CUES[stem], out)
+        out.sort()
+        return out
     # ASCII text cannot hold a non-ASCII cue: its groups are not even looked at. ``in`` rather
     # than ``find``: no method call per group, and most texts hold none of the ~70 prefixes.
     for prefix, stems in (_ASCII_CUE_GROUPS if low.isascii() else _ALL_CUE_GROUPS):

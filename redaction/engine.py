@@ -13,7 +13,8 @@ Pipeline for one text:
 2. Token rules (``tokens.py``): credentials with a recognisable format,
    found inside runs of 16+ token characters (a cheap byte probe first,
    since most prose has none).
-3. Detectors (context rules), each behind its gate words if it has any.
+3. Detectors (context rules): only those whose gates hold, all gates
+   checked in one pass over the text (``gating.py``).
 4. Known secrets: literal occurrences.
 5. Overlapping candidates merge into one span (the union, so nothing is
    left half-masked); the most specific rule names it.
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 
 from .detectors import BLANK
 from .fold import Folded, dash_readings, fold
+from .gating import GateScan
 from .known import KnownSecrets
 from .public import drop_public, public_spans
 from .rules import DETECTORS
@@ -56,6 +58,7 @@ _PRIO_KEPT, _PRIO_KNOWN, _PRIO_STRUCT, _PRIO_CONTEXT = 50, 30, 20, 10  # token r
 _MAX_EXTRA_PASSES = 3
 _DETECTOR_PRIO = {"private-key": _PRIO_STRUCT, "kubernetes-secret": _PRIO_STRUCT, "url-credentials": _PRIO_STRUCT,
                   "authorization-header": _PRIO_STRUCT, "cookie": _PRIO_STRUCT, "cli-credentials": _PRIO_STRUCT}
+_GATES = GateScan([(det, (det, _DETECTOR_PRIO.get(det.id, _PRIO_CONTEXT))) for det in DETECTORS])
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,20 +178,9 @@ class Redactor:
 
         cands: list[tuple[int, int, str, int, int, int]] = []
         has_run = scan_tokens(text, low, cands, gate)
-        for det in DETECTORS:
-            if det.needs_run and not has_run:
-                continue
-            if det.gates:
-                # A plain substring test per gate word, stopping at the first hit: cheaper than the
-                # memo (a closure call and a dict lookup a word) now that there are ~30 detectors;
-                # the memo stays for the token rules, which share words heavily.
-                for g in det.gates:
-                    if g in low:
-                        break
-                else:
-                    continue
-            prio = _DETECTOR_PRIO.get(det.id, _PRIO_CONTEXT)
-            for rule, s, e, keep in det.find(text, low):
+        # The detectors this text can need: one pass finds every detector's gate words (gating.py).
+        for (det, prio), cues in _GATES.enabled(text, low, has_run):
+            for rule, s, e, keep in (det.find(text, low) if cues is None else det.find(text, low, cues=cues)):
                 cands.append((s, e, rule, keep, prio, 0))
         if cands:  # GPG key ids, CI cache keys, certificates...: public by what they are (public.py)
             cands = drop_public(cands, list(public_spans(text, low)), frozenset())

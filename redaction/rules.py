@@ -20,12 +20,15 @@ formats it lacks (GCP OAuth, Groq, xAI, Docker Hub, Supabase, ...).
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import sys
 from dataclasses import dataclass, field
 from collections.abc import Callable, Iterable
 
 from . import assignments, catalog, detectors, phrases, stated, stated_cli, structures
 from .entropy import shannon
+from .gating import DIGIT, Feature, prefixes
 
 __all__ = ["REDACTION_VERSION", "TokenRule", "Detector", "TOKEN_RULES", "DETECTORS",
            "MIN_TOKEN_LENGTH", "TOKEN_RUN_CHARS", "GLUED_PREFIXES"]
@@ -112,6 +115,13 @@ class Detector:
     needs_run: bool = False
     """Only run when the text has a token-like run (16+ TOKEN_RUN_CHARS): the
     values it looks for are such runs, and most prose has none."""
+    requires: tuple[tuple[str | Feature, ...], ...] = ()
+    """Further clauses, all of which must hold for ``find`` to find anything: one of each
+    clause's words occurs in the lowercased text, or one of its features holds (gating.py
+    checks every detector's gates and clauses in one pass per text)."""
+    cued: bool = False
+    """``find`` also takes ``cues=``: the words of ``gates`` that occur in the text, found by
+    that pass, so it does not look for each of them again."""
 
 
 def _mixed(s: str) -> bool:
@@ -371,26 +381,74 @@ def _vendor_body_check(prefix_len: int):
 
 TOKEN_RULES = TOKEN_RULES + _vendor_token_rules()
 
+def _low_words(*patterns: re.Pattern[str]) -> tuple[str, ...]:
+    """Words of the lowercased text one of which any match of ``patterns`` (case-sensitive,
+    scanned on the text or on its lowercased copy) starts with: the gate they imply."""
+    out: list[str] = []
+    for p in patterns:
+        found = prefixes(p)
+        if not found:
+            raise ValueError(f"no literal prefix to gate on: {p.pattern[:60]!r}")
+        for w in found:
+            # A non-ASCII capital may or may not be lowered in ``low`` (engine._ascii_lower):
+            # the word is cut before it; an empty word would gate nothing.
+            cut = next((i for i, c in enumerate(w) if not c.isascii() and c.lower() != c), len(w))
+            if not cut:
+                raise ValueError(f"no literal prefix to gate on: {p.pattern[:60]!r}")
+            out.append(w[:cut].lower())
+    return tuple(dict.fromkeys(out))
+
+
+def _home(find: Callable) -> object:
+    """The module defining a detector function: its private constants stay where they are
+    defined when a module is split (structures.py re-exports only the public names)."""
+    return sys.modules[find.__module__]
+
+
+# What stated-password needs besides a cue (stated.py returns at once without it).
+_STATED_VALUE = Feature("stated-value", lambda text, _low: stated._ANY_VALUE_RE.search(text) is not None)
+
+# Gates of the detectors defined in stated.py and stated_cli.py, by id: read off each one's
+# first scans (a cue stem; a digit before any value is judged).
+_MORE_GATES: dict[str, dict] = {
+    "stated-password": {"gates": tuple(_home(stated._cue_hits)._CUES), "requires": ((_STATED_VALUE,),), "cued": True},
+    "aws-prose-secret": {"gates": _low_words(re.compile("AKIA"), re.compile("ASIA"))},  # its first test
+    "pgpass": {"requires": ((DIGIT, "*"),)},  # _PGPASS_RE: ":" then a port (\d) or "*"
+}
+
+
+def _gated(dets: Iterable[Detector]) -> tuple[Detector, ...]:
+    return tuple(dataclasses.replace(d, **_MORE_GATES[d.id]) if d.id in _MORE_GATES else d for d in dets)
+
+
 DETECTORS: tuple[Detector, ...] = (
-    # Detectors whose first scan is a literal-led regex need no gate: the
-    # scan is as cheap as a substring test would be.
-    Detector("private-key", detectors.find_private_keys,
+    # Gates are the words (of the lowercased text) the detector's first scans start with:
+    # without one it finds nothing, and gating.py skips it (one pass per text finds them all).
+    Detector("private-key", detectors.find_private_keys, gates=_low_words(detectors.PEM_BEGIN_RE),
              patterns=(detectors.PEM_BEGIN_RE.pattern, detectors.PEM_END_RE.pattern)),
     Detector("kubernetes-secret", detectors.find_k8s_secrets, gates=("secret",),
              patterns=(detectors.K8S_KIND_RE.pattern,)),
-    Detector("url-credentials", detectors.find_url_credentials,
+    Detector("url-credentials", detectors.find_url_credentials, gates=_low_words(detectors.URL_USERINFO_RE),
              patterns=(detectors.URL_USERINFO_RE.pattern,)),
     Detector("authorization-header", detectors.find_auth_headers,
+             gates=_low_words(detectors.AUTH_HEADER_RE, detectors.BEARER_RE),
              patterns=(detectors.AUTH_HEADER_RE.pattern, detectors.BEARER_RE.pattern)),
-    Detector("cookie", detectors.find_cookies, patterns=(detectors.COOKIE_RE.pattern,)),
-    Detector("cli-credentials", detectors.find_cli_credentials, patterns=detectors.CLI_PATTERNS),
+    Detector("cookie", detectors.find_cookies, gates=_low_words(detectors.COOKIE_RE),
+             patterns=(detectors.COOKIE_RE.pattern,)),
+    # curl -u, the password tools (behind " -p" / " -a" in find_cli_credentials), --flags.
+    Detector("cli-credentials", detectors.find_cli_credentials,
+             gates=_low_words(detectors.CURL_USER_RE, detectors.CLI_FLAG_RE) + (" -p", " -a"),
+             patterns=detectors.CLI_PATTERNS),
     Detector("password-in-prose", detectors.find_prose_passwords,
+             gates=_low_words(detectors.NETRC_RE, detectors.PROSE_PASSWORD_RE),
              patterns=(detectors.PROSE_PASSWORD_RE.pattern, detectors.NETRC_RE.pattern)),
     # Assignments are the catch-all; their scan is anchored on a few words.
     # An assignment needs an operator: prose without one skips the anchor scans.
     Detector("assignment", assignments.find_assignments, gates=(":", "=", "</", "<-"),
-             patterns=assignments.ASSIGNMENT_PATTERNS),
-    Detector("vendor-assignment", assignments.find_vendor_assignments, gates=(),
+             requires=(assignments.SECRET_ANCHORS,), patterns=assignments.ASSIGNMENT_PATTERNS),
+    # An operator, then a value with a digit (_VALUE_AHEAD).
+    Detector("vendor-assignment", assignments.find_vendor_assignments,
+             gates=_low_words(*assignments._VENDOR_TRIGGER_RES), requires=((DIGIT,),),
              patterns=assignments.VENDOR_PATTERNS),
     Detector("credential-phrase", phrases.find_credential_phrases,
              gates=("token", "key", "secret", "password", "passphrase", "credential", "pat"),
@@ -399,23 +457,27 @@ DETECTORS: tuple[Detector, ...] = (
              gates=("key", "token", "secret", "credential", "passphrase", "pat"), patterns=phrases.STATED_PATTERNS),
     Detector("yaml-secret-list", phrases.find_yaml_secret_lists, gates=("- ",)),
     # Credentials stated in language (issue 34): redaction/stated.py.
-    *stated.detectors(Detector),
-    *stated_cli.detectors(Detector),
+    *_gated(stated.detectors(Detector)),
+    *_gated(stated_cli.detectors(Detector)),
     Detector("credential-header", phrases.find_credential_headers,
              gates=("token", "key", "secret", "auth", "session", "signature", "password"),
              patterns=phrases.HEADER_PATTERNS),
     # Breadth from the scanner catalogs (catalog.py): vendor-cued values, connection URIs.
-    Detector("vendor-cue", catalog.find_cued_values, patterns=catalog.CUED_PATTERNS),
-    Detector("connection-uri", catalog.find_connection_uris, gates=("://",), patterns=catalog.URI_PATTERNS),
+    Detector("vendor-cue", catalog.find_cued_values, gates=tuple(catalog._KEYWORDS), patterns=catalog.CUED_PATTERNS),
+    Detector("connection-uri", catalog.find_connection_uris, gates=("://",), requires=(("@",),),
+             patterns=catalog.URI_PATTERNS),
     # Structures and split secrets (structures.py): tables and listings naming a secret column or
     # key, recovery-code lists, TOTP seeds and values read out in groups, values split over two
     # lines, encoded values (base64 piped to a decoder, URL-encoded parameters, a token as a URL's user).
     Detector("table-secret", structures.find_tables, gates=structures._TABLE_WORDS,
-             patterns=structures.TABLE_PATTERNS),
-    Detector("recovery-codes", structures.find_code_lists, gates=structures.CODE_CUES,
+             requires=(_home(structures.find_tables)._CELL_SEPARATORS,), patterns=structures.TABLE_PATTERNS),
+    Detector("recovery-codes", structures.find_code_lists, gates=structures.CODE_CUES, requires=((DIGIT,),),
              patterns=structures.CODE_LIST_PATTERNS),
-    Detector("totp-secret", structures.find_totp, patterns=structures.GROUP_PATTERNS[:3], needs_run=True),
-    Detector("grouped-secret", structures.find_groups, gates=structures.GROUP_CUES,
+    # An otpauth: URI, or a seed after a 2FA cue (_2FA_CUE_RE, searched on the lowercased text).
+    Detector("totp-secret", structures.find_totp,
+             gates=_low_words(_home(structures.find_totp)._2FA_CUE_RE) + ("otpauth:",),
+             patterns=structures.GROUP_PATTERNS[:3], needs_run=True),
+    Detector("grouped-secret", structures.find_groups, gates=structures.GROUP_CUES, requires=((DIGIT,),),
              patterns=structures.GROUP_PATTERNS[3:]),
     Detector("split-secret", structures.find_split_values, gates=("\n",), patterns=structures.SPLIT_PATTERNS),
     Detector("encoded-secret", structures.find_encoded_values, gates=("base64", "%3d", "%253d", "@"),

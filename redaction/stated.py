@@ -30,7 +30,7 @@ Pure functions over (text, ascii-lowercased text) like :mod:`redaction.detectors
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from .cues import (_COMPOUNDS, _LINKERS, _LOWER_PW_RE, _OPENERS, _PIN_DETERMINERS, _PIN_RE, _USERISH_RE,
                    STATED_CUE_PATTERNS, _cue_hits)
@@ -147,10 +147,10 @@ _VALUEISH_RE = re.compile(r"[0-9!@#$%^&*+=?~|]|[A-Za-z][A-Z]")
 _ANY_VALUE_RE = re.compile(r"[0-9!@#$%^&*+=?~|]|\S[A-Z]|[0-9a-fA-F]{32}")
 
 
-def find_stated_passwords(text: str, low: str) -> Iterator[Candidate]:
+def find_stated_passwords(text: str, low: str, cues: Iterable[str] | None = None) -> Iterator[Candidate]:
     if not _ANY_VALUE_RE.search(text):
         return  # nothing in the text could be judged a value: the cue scan would be wasted
-    hits = _cue_hits(text, low)
+    hits = _cue_hits(text, low, cues)
     if not hits:
         return
     memo: dict[str, str | None] = {}

@@ -1,0 +1,244 @@
+"""Which detectors a text can need: one shared pass per text (issue 34).
+
+Each detector declares at registration (``rules.py``) what a text must hold for it to find
+anything: its ``gates`` (one of these words occurs in the lowercased text), optional further
+``requires`` clauses (each: one of its words occurs, or one of its :class:`Feature` holds), and
+``needs_run`` (a token-like run). These are necessary conditions read off the detector's own
+first scans, so skipping a detector whose gate fails changes no output
+(tests/test_redaction_gating.py checks gated against ungated detection).
+
+The words of every detector are looked for once per text: one scan with a prefix-trie
+alternation for the words that start with a letter or digit (sre tries one branch per
+character, not every word at every position) and a substring test for the rest (``:``, ``=``,
+``://``, ...). Before, each of ~30 detectors tested its own words or ran its own first scan.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Feature", "GateScan", "DIGIT", "prefixes", "trie_pattern"]
+
+
+@dataclass(frozen=True, slots=True)
+class Feature:
+    """A property of a text (not a word) a detector needs, tested at most once per text and only
+    when the detector's word clauses already hold. ``test(text, low)``."""
+
+    name: str
+    test: Callable[[str, str], bool]
+
+
+_DIGIT_RE = re.compile(r"\d")
+DIGIT = Feature("digit", lambda text, _low: _DIGIT_RE.search(text) is not None)
+"""Any decimal digit (Unicode ``\\d``, so it covers ``[0-9]`` and ``\\d`` patterns alike)."""
+
+
+def trie_pattern(words: Iterable[str]) -> str:
+    """An alternation factored by common prefixes, longest word first at each position."""
+    root: dict = {}
+    for w in words:
+        node = root
+        for c in w:
+            node = node.setdefault(c, {})
+        node[""] = {}
+
+    def emit(node: dict) -> str:
+        alts = [re.escape(c) + emit(node[c]) for c in sorted(k for k in node if k)]
+        if not alts:
+            return ""
+        body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+        return "(?:" + body + ")?" if "" in node else body
+
+    return emit(root)
+
+
+class GateScan:
+    """The gates of a detector list, compiled for one pass per text.
+
+    ``entries``: (detector, payload) pairs in run order; ``enabled`` returns the payloads of
+    the detectors a text can need, in that order.
+    """
+
+    __slots__ = ("_entries", "_trie", "_closure", "_overlaps", "_plain", "_wide", "_bits", "_always", "_words")
+
+    def __init__(self, entries: Sequence[tuple[Any, Any]]) -> None:
+        words: set[str] = set()
+        for det, _payload in entries:
+            for clause in _clauses(det):
+                words.update(w for w in clause if isinstance(w, str))
+        self._bits = {w: 1 << i for i, w in enumerate(sorted(words))}
+        self._words = tuple(sorted(words))
+        trie_words = sorted(w for w in words if w.isascii() and w[0].isalnum())
+        self._trie = re.compile(trie_pattern(trie_words)) if trie_words else None
+        # A match is the longest trie word at its position; every trie word inside it occurs
+        # too, and one starting inside it but running past its end is checked directly.
+        # ASCII words led by punctuation or space: a substring test each (memchr speed). Words
+        # with non-ASCII characters: only in text that has some.
+        self._plain = tuple(w for w in sorted(words) if w.isascii() and not w[0].isalnum())
+        self._wide = tuple(w for w in sorted(words) if not w.isascii())
+        # Detectors as bits too: a word maps to the detectors whose first clause names it, so a
+        # text's candidates are the union over the few words it holds (~4 on chat), not a loop
+        # over every detector. Detectors without word clauses are always candidates.
+        dets: dict[str, int] = {}
+        self._always = 0
+        entries_ = []
+        for i, (det, payload) in enumerate(entries):
+            clauses = _clauses(det)
+            first = [w for w in clauses[0] if isinstance(w, str)] if clauses else []
+            if not clauses or len(first) < len(clauses[0]):
+                self._always |= 1 << i  # no clause, or a feature in the first one
+                rest = clauses
+            else:
+                for w in first:
+                    dets[w] = dets.get(w, 0) | 1 << i
+                rest = clauses[1:]
+            cued = _or(self._bits[w] for w in first) if getattr(det, "cued", False) else 0
+            entries_.append((payload, bool(det.needs_run),
+                             tuple((_or(self._bits[w] for w in c if isinstance(w, str)),
+                                    tuple(f for f in c if isinstance(f, Feature))) for c in rest), cued))
+        self._entries = tuple(entries_)
+        # Per trie word: (words, detectors) of every trie word inside it; per plain word the same.
+        self._closure = {w: (_or(self._bits[g] for g in trie_words if g in w),
+                             _or(dets.get(g, 0) for g in trie_words if g in w)) for w in trie_words}
+        self._overlaps = {w: tuple((k, g, self._bits[g], dets.get(g, 0)) for g in trie_words for k in range(1, len(w))
+                                   if len(g) > len(w) - k and g.startswith(w[k:])) for w in trie_words}
+        self._plain = tuple((w, self._bits[w], dets.get(w, 0)) for w in self._plain)
+        self._wide = tuple((w, self._bits[w], dets.get(w, 0)) for w in self._wide)
+
+    def present(self, low: str) -> tuple[int, int]:
+        """(words, candidate detectors) of ``low``, as bit sets: the gate words that occur in
+        it, and the detectors whose first clause one of them satisfies (or that have none)."""
+        found = 0
+        cand = self._always
+        if self._trie is not None:
+            closure, overlaps = self._closure, self._overlaps
+            for m in self._trie.finditer(low):
+                w = m.group()
+                bits, dets = closure[w]
+                found |= bits
+                cand |= dets
+                for k, g, bit, dbits in overlaps[w]:
+                    if not found & bit and low.startswith(g, m.start() + k):
+                        found |= bit
+                        cand |= dbits
+        for w, bit, dets in self._plain:
+            if w in low:
+                found |= bit
+                cand |= dets
+        if self._wide and not low.isascii():
+            for w, bit, dets in self._wide:
+                if w in low:
+                    found |= bit
+                    cand |= dets
+        return found, cand
+
+    def words(self, found: int) -> frozenset[str]:
+        """The words of a bit set (for tests and diagnostics)."""
+        return frozenset(w for w, bit in self._bits.items() if found & bit)
+
+    def enabled(self, text: str, low: str, has_run: bool) -> list[tuple[Any, tuple[str, ...] | None]]:
+        """(payload, cues) of each detector whose gates hold for this text, in registration
+        order. ``cues``: for a detector registered ``cued``, the words of its first clause that
+        occur in the text (so it need not look for them again); None for the others."""
+        found, cand = self.present(low)
+        features: dict[Feature, bool] = {}
+        out = []
+        entries = self._entries
+        while cand:
+            bit = cand & -cand
+            cand ^= bit
+            payload, needs_run, clauses, cued = entries[bit.bit_length() - 1]
+            if needs_run and not has_run:
+                continue
+            for mask, feats in clauses:
+                if found & mask:
+                    continue
+                for f in feats:
+                    hit = features.get(f)
+                    if hit is None:
+                        hit = features[f] = f.test(text, low)
+                    if hit:
+                        break
+                else:
+                    break  # no word and no feature of this clause: the detector cannot match
+            else:
+                out.append((payload, self._cues(found & cued) if cued else None))
+        return out
+
+    def _cues(self, bits: int) -> tuple[str, ...]:
+        words = self._words
+        out = []
+        while bits:
+            bit = bits & -bits
+            bits ^= bit
+            out.append(words[bit.bit_length() - 1])
+        return tuple(out)
+
+
+def _clauses(det: Any) -> tuple[tuple[str | Feature, ...], ...]:
+    return ((det.gates,) if det.gates else ()) + tuple(det.requires)
+
+
+def _or(bits: Iterable[int]) -> int:
+    out = 0
+    for b in bits:
+        out |= b
+    return out
+
+
+def prefixes(pattern: re.Pattern[str], limit: int = 64) -> tuple[str, ...]:
+    """Literal strings, one of which every match of ``pattern`` starts with (after any
+    zero-width assertions), read from its parse tree; ``()`` when there is no such set (some
+    match may start with anything, or there would be more than ``limit``).
+
+    Only for case-sensitive patterns: under IGNORECASE a letter also matches characters that
+    do not lowercase to it (the Kelvin sign for ``k``), so no word of ``low`` is necessary.
+    """
+    if pattern.flags & re.IGNORECASE:
+        return ()
+    import re._parser as sre_parse  # stdlib
+
+    out, _complete = _seq(list(sre_parse.parse(pattern.pattern, pattern.flags)), [""], limit)
+    return () if out is None or any(not p for p in out) else tuple(sorted(set(out)))
+
+
+def _seq(items: list, acc: list[str], limit: int) -> tuple[list[str] | None, bool]:
+    """Extend the prefixes ``acc`` over a parsed sequence: (prefixes, whether the sequence was
+    read to its end). None: too many."""
+    from re._constants import ASSERT, ASSERT_NOT, AT, BRANCH, IN, LITERAL, NEGATE, SUBPATTERN
+
+    for op, av in items:
+        if op is LITERAL:
+            acc = [a + chr(av) for a in acc]
+        elif op in (AT, ASSERT, ASSERT_NOT):
+            continue  # zero-width: the next literal starts at the same place
+        elif op is IN and all(o is LITERAL for o, _v in av) and len(av) <= 4 and not any(o is NEGATE for o, _v in av):
+            acc = [a + chr(v) for a in acc for _o, v in av]
+        elif op is SUBPATTERN and not av[1] and not av[2]:
+            sub, complete = _seq(list(av[3]), acc, limit)
+            if sub is None or not complete:
+                return sub, False
+            acc = sub
+        elif op is BRANCH:
+            new: list[str] = []
+            whole = True
+            for alt in av[1]:
+                sub, complete = _seq(list(alt), [""], limit)
+                if sub is None:
+                    return None, False
+                whole = whole and complete
+                new.extend(a + s for a in acc for s in sub)
+            if len(new) > limit:
+                return None, False
+            acc = new
+            if not whole:
+                return acc, False
+        else:
+            return acc, False
+        if len(acc) > limit:
+            return None, False
+    return acc, True
