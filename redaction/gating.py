@@ -23,7 +23,7 @@ from typing import Any
 __all__ = ["Feature", "GateScan", "DIGIT", "prefixes", "trie_pattern"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # identity hash: a per-text memo key, hashed often
 class Feature:
     """A property of a text (not a word) a detector needs, tested at most once per text and only
     when the detector's word clauses already hold. ``test(text, low)``."""
@@ -63,7 +63,7 @@ class GateScan:
     the detectors a text can need, in that order.
     """
 
-    __slots__ = ("_entries", "_trie", "_closure", "_overlaps", "_plain", "_wide", "_bits", "_always", "_words")
+    __slots__ = ("_entries", "_trie", "_closure", "_plain", "_wide", "_bits", "_always", "_words")
 
     def __init__(self, entries: Sequence[tuple[Any, Any]]) -> None:
         words: set[str] = set()
@@ -74,8 +74,6 @@ class GateScan:
         self._words = tuple(sorted(words))
         trie_words = sorted(w for w in words if w.isascii() and w[0].isalnum())
         self._trie = re.compile(trie_pattern(trie_words)) if trie_words else None
-        # A match is the longest trie word at its position; every trie word inside it occurs
-        # too, and one starting inside it but running past its end is checked directly.
         # ASCII words led by punctuation or space: a substring test each (memchr speed). Words
         # with non-ASCII characters: only in text that has some.
         self._plain = tuple(w for w in sorted(words) if w.isascii() and not w[0].isalnum())
@@ -101,12 +99,14 @@ class GateScan:
                              tuple((_or(self._bits[w] for w in c if isinstance(w, str)),
                                     tuple(f for f in c if isinstance(f, Feature))) for c in rest), cued))
         self._entries = tuple(entries_)
-        # Per trie word: (words, detectors) of every trie word inside it; per plain word the same.
+        # A match is the longest trie word at its place, and every trie word inside it occurs
+        # too: its words and detectors, as bits. The next search starts one character after
+        # the match's start, so a word starting inside the match is found as well.
         self._closure = {w: (_or(self._bits[g] for g in trie_words if g in w),
                              _or(dets.get(g, 0) for g in trie_words if g in w)) for w in trie_words}
-        self._overlaps = {w: tuple((k, g, self._bits[g], dets.get(g, 0)) for g in trie_words for k in range(1, len(w))
-                                   if len(g) > len(w) - k and g.startswith(w[k:])) for w in trie_words}
-        self._plain = tuple((w, self._bits[w], dets.get(w, 0)) for w in self._plain)
+        # As a tree of substring tests (first character, then the prefixes words share): one
+        # memchr-speed test of a prefix rules out every word under it.
+        self._plain = _prefix_tree(self._plain, lambda w: (self._bits[w], dets.get(w, 0)))
         self._wide = tuple((w, self._bits[w], dets.get(w, 0)) for w in self._wide)
 
     def present(self, low: str) -> tuple[int, int]:
@@ -115,20 +115,21 @@ class GateScan:
         found = 0
         cand = self._always
         if self._trie is not None:
-            closure, overlaps = self._closure, self._overlaps
-            for m in self._trie.finditer(low):
-                w = m.group()
-                bits, dets = closure[w]
+            closure, search = self._closure, self._trie.search
+            m = search(low)
+            while m is not None:
+                bits, dets = closure[m.group()]
                 found |= bits
                 cand |= dets
-                for k, g, bit, dbits in overlaps[w]:
-                    if not found & bit and low.startswith(g, m.start() + k):
-                        found |= bit
-                        cand |= dbits
-        for w, bit, dets in self._plain:
-            if w in low:
+                m = search(low, m.start() + 1)
+        stack = list(self._plain)
+        while stack:
+            prefix, bit, dets, children = stack.pop()
+            if prefix in low:
                 found |= bit
                 cand |= dets
+                if children:
+                    stack.extend(children)
         if self._wide and not low.isascii():
             for w, bit, dets in self._wide:
                 if w in low:
@@ -177,6 +178,34 @@ class GateScan:
             bits ^= bit
             out.append(words[bit.bit_length() - 1])
         return tuple(out)
+
+
+def _prefix_tree(words: Iterable[str], payload: Callable[[str], tuple[int, int]]) -> tuple:
+    """Nodes (prefix, word bits, detector bits, children): one for each first character, each
+    word, and each longer prefix words share; a child is tested only when its parent occurs."""
+    def build(prefix: str, ws: list[str]) -> tuple:
+        bit, dets = payload(prefix) if prefix in ws else (0, 0)
+        rest = [w for w in ws if w != prefix]
+        children = []
+        while rest:
+            w = rest[0]
+            share = max((_common(w, v) for v in rest[1:]), default=0)
+            key = w[:share] if share > len(prefix) else w  # a prefix shared with another word
+            children.append(build(key, [v for v in rest if v.startswith(key)]))
+            rest = [v for v in rest if not v.startswith(key)]
+        if not bit and len(children) == 1:
+            return children[0]  # a test of this prefix would rule out no more than its child's
+        return (prefix, bit, dets, tuple(children))
+
+    words = sorted(words)
+    return tuple(build(c, [w for w in words if w[0] == c]) for c in sorted({w[0] for w in words}))
+
+
+def _common(a: str, b: str) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
 
 
 def _clauses(det: Any) -> tuple[tuple[str | Feature, ...], ...]:

@@ -405,15 +405,22 @@ def _home(find: Callable) -> object:
     return sys.modules[find.__module__]
 
 
-# What stated-password needs besides a cue (stated.py returns at once without it).
-_STATED_VALUE = Feature("stated-value", lambda text, _low: stated._ANY_VALUE_RE.search(text) is not None)
+def _search(name: str, pattern: str | re.Pattern[str]) -> Feature:
+    """A feature: ``pattern`` (literal-led, so the scan runs at memchr speed) occurs in the text."""
+    rx = re.compile(pattern) if isinstance(pattern, str) else pattern
+    return Feature(name, lambda text, _low: rx.search(text) is not None)
+
 
 # Gates of the detectors defined in stated.py and stated_cli.py, by id: read off each one's
-# first scans (a cue stem; a digit before any value is judged).
+# first scans.
 _MORE_GATES: dict[str, dict] = {
-    "stated-password": {"gates": tuple(_home(stated._cue_hits)._CUES), "requires": ((_STATED_VALUE,),), "cued": True},
+    # A cue stem (the pass hands it the stems it found: no 70-group scan of its own).
+    "stated-password": {"gates": tuple(_home(stated._cue_hits)._CUES), "cued": True},
     "aws-prose-secret": {"gates": _low_words(re.compile("AKIA"), re.compile("ASIA"))},  # its first test
-    "pgpass": {"requires": ((DIGIT, "*"),)},  # _PGPASS_RE: ":" then a port (\d) or "*"
+    # _USER_PW_RE: a user, ":", then 6+ characters none of them a space, ":" or "/".
+    "user-colon-password": {"requires": ((_search("colon-value", r":[^\s:/]{6}"),),)},
+    # _PGPASS_RE: host:port:db:user:password, the port digits or "*".
+    "pgpass": {"requires": ((_search("pgpass-port", r":(?:\d{1,5}|\*):"),),)},
 }
 
 
@@ -429,7 +436,7 @@ DETECTORS: tuple[Detector, ...] = (
     Detector("kubernetes-secret", detectors.find_k8s_secrets, gates=("secret",),
              patterns=(detectors.K8S_KIND_RE.pattern,)),
     Detector("url-credentials", detectors.find_url_credentials, gates=_low_words(detectors.URL_USERINFO_RE),
-             patterns=(detectors.URL_USERINFO_RE.pattern,)),
+             requires=(("@",),), patterns=(detectors.URL_USERINFO_RE.pattern,)),
     Detector("authorization-header", detectors.find_auth_headers,
              gates=_low_words(detectors.AUTH_HEADER_RE, detectors.BEARER_RE),
              patterns=(detectors.AUTH_HEADER_RE.pattern, detectors.BEARER_RE.pattern)),
@@ -446,9 +453,10 @@ DETECTORS: tuple[Detector, ...] = (
     # An assignment needs an operator: prose without one skips the anchor scans.
     Detector("assignment", assignments.find_assignments, gates=(":", "=", "</", "<-"),
              requires=(assignments.SECRET_ANCHORS,), patterns=assignments.ASSIGNMENT_PATTERNS),
-    # An operator, then a value with a digit (_VALUE_AHEAD).
+    # An operator, then a value with a digit (_VALUE_AHEAD): one of its two trigger scans matches.
     Detector("vendor-assignment", assignments.find_vendor_assignments,
-             gates=_low_words(*assignments._VENDOR_TRIGGER_RES), requires=((DIGIT,),),
+             gates=_low_words(*assignments._VENDOR_TRIGGER_RES),
+             requires=((DIGIT,), tuple(_search("vendor-trigger", rx) for rx in assignments._VENDOR_TRIGGER_RES)),
              patterns=assignments.VENDOR_PATTERNS),
     Detector("credential-phrase", phrases.find_credential_phrases,
              gates=("token", "key", "secret", "password", "passphrase", "credential", "pat"),
