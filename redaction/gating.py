@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+_MAX_PLANS = 4096  # distinct word sets kept (a few hundred on the eval corpora)
+
 __all__ = ["Feature", "GateScan", "DIGIT", "prefixes", "trie_pattern"]
 
 
@@ -63,7 +65,7 @@ class GateScan:
     the detectors a text can need, in that order.
     """
 
-    __slots__ = ("_entries", "_trie", "_closure", "_plain", "_wide", "_bits", "_always", "_words")
+    __slots__ = ("_entries", "_trie", "_closure", "_plain", "_wide", "_bits", "_always", "_words", "_dets", "_plans")
 
     def __init__(self, entries: Sequence[tuple[Any, Any]]) -> None:
         words: set[str] = set()
@@ -99,6 +101,8 @@ class GateScan:
                              tuple((_or(self._bits[w] for w in c if isinstance(w, str)),
                                     tuple(f for f in c if isinstance(f, Feature))) for c in rest), cued))
         self._entries = tuple(entries_)
+        self._dets = dets
+        self._plans: dict[tuple[int, bool], tuple[list, tuple]] = {}
         # A match is the longest trie word at its place, and every trie word inside it occurs
         # too: its words and detectors, as bits. The next search starts one character after
         # the match's start, so a word starting inside the match is found as well.
@@ -137,6 +141,13 @@ class GateScan:
                     cand |= dets
         return found, cand
 
+    def _candidates(self, found: int) -> tuple[int, int]:
+        cand = self._always
+        for w, bit in self._bits.items():
+            if found & bit:
+                cand |= self._dets.get(w, 0)
+        return found, cand
+
     def words(self, found: int) -> frozenset[str]:
         """The words of a bit set (for tests and diagnostics)."""
         return frozenset(w for w, bit in self._bits.items() if found & bit)
@@ -145,19 +156,20 @@ class GateScan:
         """(payload, cues) of each detector whose gates hold for this text, in registration
         order. ``cues``: for a detector registered ``cued``, the words of its first clause that
         occur in the text (so it need not look for them again); None for the others."""
-        found, cand = self.present(low)
+        found, _cand = self.present(low)
+        key = (found, has_run)
+        plan = self._plans.get(key)
+        if plan is None:
+            if len(self._plans) >= _MAX_PLANS:
+                self._plans.clear()
+            plan = self._plans[key] = self._plan(found, has_run)
+        fixed, featured = plan
+        if not featured:
+            return fixed
         features: dict[Feature, bool] = {}
         out = []
-        entries = self._entries
-        while cand:
-            bit = cand & -cand
-            cand ^= bit
-            payload, needs_run, clauses, cued = entries[bit.bit_length() - 1]
-            if needs_run and not has_run:
-                continue
-            for mask, feats in clauses:
-                if found & mask:
-                    continue
+        for step, clauses in featured:
+            for feats in clauses:
                 for f in feats:
                     hit = features.get(f)
                     if hit is None:
@@ -167,8 +179,31 @@ class GateScan:
                 else:
                     break  # no word and no feature of this clause: the detector cannot match
             else:
-                out.append((payload, self._cues(found & cued) if cued else None))
+                out.append(step)
         return out
+
+    def _plan(self, found: int, has_run: bool) -> tuple[list, tuple]:
+        """What ``enabled`` does for texts holding exactly the words ``found``: the detectors
+        that run (with their cues), or, when some detector still depends on a feature of the
+        text, every candidate with the feature clauses left to test. Texts repeat word sets
+        (most chat holds none or a few of the same words), so plans are kept."""
+        _found, cand = self._candidates(found)
+        steps = []
+        for i, (payload, needs_run, clauses, cued) in enumerate(self._entries):
+            if not cand >> i & 1 or (needs_run and not has_run):
+                continue
+            left = []
+            for mask, feats in clauses:
+                if found & mask:
+                    continue
+                if not feats:
+                    break
+                left.append(feats)
+            else:
+                steps.append(((payload, self._cues(found & cued) if cued else None), tuple(left)))
+        if all(not left for _step, left in steps):
+            return [step for step, _left in steps], ()
+        return [], tuple(steps)
 
     def _cues(self, bits: int) -> tuple[str, ...]:
         words = self._words
