@@ -1,11 +1,12 @@
 """Redaction throughput of this code against an earlier commit, side by side in one run (issue 34).
 
-    .venv/bin/python -m bench.redaction_ab [--baseline REV] [--rounds 2] [--passes 5]
+    .venv/bin/python -m bench.redaction_ab [--baseline REV] [--also REV] [--rounds 2] [--passes 5]
 
 The baseline's ``redaction/`` package is extracted with ``git archive`` into
 ``bench/out/redaction-ab/<rev>/``; each variant runs in its own fresh process
 (``python -c``, the variant's folder first on ``sys.path``), in the order
-A B B A repeated ``--rounds`` times, over the same three text sets, one
+A B B A repeated ``--rounds`` times (A C B B C A with ``--also``: a third commit, such as
+the code before a speed-up, in the same run), over the same three text sets, one
 ``redact`` call per message as the indexer makes them:
 
 - **chat**: the shared ``clean_chat.jsonl`` lines, ordinary chat with no secret;
@@ -94,32 +95,51 @@ def run_one(src: Path, payload: str, passes: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.redaction_ab", description=__doc__.split("\n\n")[0])
     ap.add_argument("--baseline", default=BASELINE, help="the commit to compare with")
+    ap.add_argument("--also", default=None, help="a third commit measured in the same run (e.g. the code before a "
+                                                  "speed-up): A C B B C A")
     ap.add_argument("--rounds", type=int, default=2, help="A B B A rounds")
     ap.add_argument("--passes", type=int, default=5, help="timed passes per process (best kept)")
     args = ap.parse_args(argv)
-    variants = {"baseline": extract(args.baseline), "this": REPO}
+    variants = {"baseline": extract(args.baseline), **({"also": extract(args.also)} if args.also else {}), "this": REPO}
+    order = list(variants)
     payload = json.dumps(texts())
-    runs: dict[str, list[dict]] = {"baseline": [], "this": []}
+    load_before = loadavg()  # the machine is shared: the load on both sides of the run goes in the table
+    runs: dict[str, list[dict]] = {name: [] for name in variants}
     for _ in range(args.rounds):
-        for name in ("baseline", "this", "this", "baseline"):
+        for name in order + order[::-1]:
             runs[name].append(run_one(variants[name], payload, args.passes))
             log(f"{name}: " + ", ".join(f"{k} {v:.2f}" for k, v in runs[name][-1].items() if k != "version"))
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout
+    result = {"baseline": args.baseline, "also": args.also, "this": head.strip(), "loadavg_before": load_before,
+              "loadavg": loadavg(), "sets": {}}
+    label = {"baseline": f"baseline {args.baseline}", "also": f"{args.also}", "this": "this"}
     rows = []
-    result = {"baseline": args.baseline, "this": head.strip(), "loadavg": loadavg(), "sets": {}}
     for name in SETS:
-        base = [r[name] for r in runs["baseline"]]
-        this = [r[name] for r in runs["this"]]
-        ratio = statistics.median(base) / statistics.median(this)
-        result["sets"][name] = {"baseline": base, "this": this, "slowdown": ratio}
-        rows.append(f"| {name} | {min(base):.2f}–{max(base):.2f} | {min(this):.2f}–{max(this):.2f} | {ratio:.2f}× |")
+        base = statistics.median(r[name] for r in runs["baseline"])
+        cells, entry = [], {}
+        for v in order:
+            got = [r[name] for r in runs[v]]
+            entry[v] = got
+            cells.append(f"{min(got):.2f}–{max(got):.2f}")
+        slow = {v: base / statistics.median(entry[v]) for v in order if v != "baseline"}
+        entry["slowdown"] = slow["this"]
+        if args.also:
+            entry["slowdown_also"] = slow["also"]
+        result["sets"][name] = entry
+        rows.append(f"| {name} | " + " | ".join(cells) + " | " + " | ".join(f"{slow[v]:.2f}×" for v in slow) + " |")
+    also = (f" --also {args.also}" if args.also else "") + (f" --passes {args.passes}" if args.passes != 5 else "")
+    at = {"baseline": args.baseline, "also": args.also, "this": result["this"]}
+    versions = ", ".join(f"{runs[v][0]['version']} at {at[v]}" for v in order)
+    pattern = "ABC"[:len(order)]
     md = "\n".join([
         f"## Redaction throughput, side by side ({NAME})", "",
-        f"`python -m bench.redaction_ab --baseline {args.baseline} --rounds {args.rounds}`: ruleset "
-        f"{runs['baseline'][0]['version']} at {args.baseline} (baseline) against {runs['this'][0]['version']} at "
-        f"{result['this']}, {args.rounds * 2} processes each, A B B A; MB/s of thread CPU time, best of "
-        f"{args.passes} passes a process; load average at the end {result['loadavg']}.", "",
-        "| set | baseline MB/s | this MB/s | slowdown (median / median) |", "| :--- | ---: | ---: | ---: |",
+        f"`python -m bench.redaction_ab --baseline {args.baseline}{also} --rounds {args.rounds}`: rulesets {versions} "
+        f"(the first is the baseline), {args.rounds * 2} processes each, {' '.join(pattern + pattern[::-1])}; "
+        f"MB/s of thread CPU time, best of {args.passes} passes a process; load average {load_before} before, "
+        f"{result['loadavg']} after.", "",
+        "| set | " + " | ".join(f"{label[v]} MB/s" for v in order) + " | "
+        + " | ".join(f"{label[v]} slowdown (median / median)" for v in order if v != "baseline") + " |",
+        "| :--- |" + " ---: |" * (2 * len(order) - 1),
         *rows, ""])
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"{NAME}.md").write_text(md, encoding="utf-8")
