@@ -93,8 +93,9 @@ class _Ungated:
 
 # ---- generated strings: cue words, operators, separators and value-shaped tokens, mixed
 
-_TOKENS = st.sampled_from(["hunter2!", "Sparrow1979&", "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z", "AKIAIOSFODNN7EXAMPL3",
-                           "9RycyrVWSvodSl3efw", "JBSWY3DPEHPK3PXP", "0123 4567 8901", "deadbeef" * 5, "x7Fq-29Lm",
+_TOKENS = st.sampled_from(["hunter2!", "Sparrow1979&", "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z",
+                           "AKIAIOSFODNN7EXAMPL3", "9RycyrVWSvodSl3efw", "JBSWY3DPEHPK3PXP", "0123 4567 8901",
+                           "deadbeef" * 5, "x7Fq-29Lm",
                            "https://u:p4ss@host.example:5432/db", "MTIz" * 6, "a=b; c=d", "%3D%3D", "2fa", "AbCdEf12"])
 _GLUE = st.sampled_from([" ", "  ", ": ", "=", " = ", "\n", " | ", ", ", "\t", "-", "_", "'", '"', "(", ") ", "/", "@",
                          "://", " -p ", " --", "\\\n", "*", ""])
