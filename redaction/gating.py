@@ -126,14 +126,18 @@ class GateScan:
                 found |= bits
                 cand |= dets
                 m = search(low, m.start() + 1)
-        stack = list(self._plain)
-        while stack:
-            prefix, bit, dets, children = stack.pop()
+        for prefix, bit, dets, children in self._plain:
             if prefix in low:
                 found |= bit
                 cand |= dets
                 if children:
-                    stack.extend(children)
+                    stack = list(children)
+                    while stack:
+                        prefix, bit, dets, children = stack.pop()
+                        if prefix in low:
+                            found |= bit
+                            cand |= dets
+                            stack.extend(children)
         if self._wide and not low.isascii():
             for w, bit, dets in self._wide:
                 if w in low:
