@@ -16,13 +16,14 @@ character, not every word at every position) and a substring test for the rest (
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 _MAX_PLANS = 4096  # distinct word sets kept (a few hundred on the eval corpora)
 
-__all__ = ["Feature", "GateScan", "DIGIT", "prefixes", "trie_pattern"]
+__all__ = ["Feature", "GateScan", "DIGIT", "prefixes", "trie_pattern", "low_words", "search_feature", "defined_in"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)  # identity hash: a per-text memo key, hashed often
@@ -37,6 +38,36 @@ class Feature:
 _DIGIT_RE = re.compile(r"\d")
 DIGIT = Feature("digit", lambda text, _low: _DIGIT_RE.search(text) is not None)
 """Any decimal digit (Unicode ``\\d``, so it covers ``[0-9]`` and ``\\d`` patterns alike)."""
+
+
+def search_feature(name: str, pattern: str | re.Pattern[str]) -> Feature:
+    """A feature: ``pattern`` (literal-led, so the scan runs at memchr speed) occurs in the text."""
+    rx = re.compile(pattern) if isinstance(pattern, str) else pattern
+    return Feature(name, lambda text, _low: rx.search(text) is not None)
+
+
+def defined_in(find: Callable) -> Any:
+    """The module defining a detector function: its private constants stay where they are
+    defined when a module is split (structures.py re-exports only the public names)."""
+    return sys.modules[find.__module__]
+
+
+def low_words(*patterns: re.Pattern[str]) -> tuple[str, ...]:
+    """Words of the lowercased text one of which any match of ``patterns`` (case-sensitive,
+    scanned on the text or on its lowercased copy) starts with: the gate they imply."""
+    out: list[str] = []
+    for p in patterns:
+        found = prefixes(p)
+        if not found:
+            raise ValueError(f"no literal prefix to gate on: {p.pattern[:60]!r}")
+        for w in found:
+            # A non-ASCII capital may or may not be lowered in ``low`` (engine._ascii_lower):
+            # the word is cut before it; an empty word would gate nothing.
+            cut = next((i for i, c in enumerate(w) if not c.isascii() and c.lower() != c), len(w))
+            if not cut:
+                raise ValueError(f"no literal prefix to gate on: {p.pattern[:60]!r}")
+            out.append(w[:cut].lower())
+    return tuple(dict.fromkeys(out))
 
 
 def trie_pattern(words: Iterable[str]) -> str:

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import sys
 from dataclasses import dataclass, field
 from collections.abc import Callable, Iterable
 
 from . import assignments, catalog, detectors, phrases, stated, stated_cli, structures
 from .entropy import shannon
-from .gating import DIGIT, Feature, prefixes
+from .gating import DIGIT, Feature
+from .gating import defined_in as _home, low_words as _low_words, search_feature as _search
 
 __all__ = ["REDACTION_VERSION", "TokenRule", "Detector", "TOKEN_RULES", "DETECTORS",
            "MIN_TOKEN_LENGTH", "TOKEN_RUN_CHARS", "GLUED_PREFIXES"]
@@ -381,35 +381,6 @@ def _vendor_body_check(prefix_len: int):
 
 TOKEN_RULES = TOKEN_RULES + _vendor_token_rules()
 
-def _low_words(*patterns: re.Pattern[str]) -> tuple[str, ...]:
-    """Words of the lowercased text one of which any match of ``patterns`` (case-sensitive,
-    scanned on the text or on its lowercased copy) starts with: the gate they imply."""
-    out: list[str] = []
-    for p in patterns:
-        found = prefixes(p)
-        if not found:
-            raise ValueError(f"no literal prefix to gate on: {p.pattern[:60]!r}")
-        for w in found:
-            # A non-ASCII capital may or may not be lowered in ``low`` (engine._ascii_lower):
-            # the word is cut before it; an empty word would gate nothing.
-            cut = next((i for i, c in enumerate(w) if not c.isascii() and c.lower() != c), len(w))
-            if not cut:
-                raise ValueError(f"no literal prefix to gate on: {p.pattern[:60]!r}")
-            out.append(w[:cut].lower())
-    return tuple(dict.fromkeys(out))
-
-
-def _home(find: Callable) -> object:
-    """The module defining a detector function: its private constants stay where they are
-    defined when a module is split (structures.py re-exports only the public names)."""
-    return sys.modules[find.__module__]
-
-
-def _search(name: str, pattern: str | re.Pattern[str]) -> Feature:
-    """A feature: ``pattern`` (literal-led, so the scan runs at memchr speed) occurs in the text."""
-    rx = re.compile(pattern) if isinstance(pattern, str) else pattern
-    return Feature(name, lambda text, _low: rx.search(text) is not None)
-
 
 # Gates of the detectors defined in stated.py and stated_cli.py, by id: read off each one's
 # first scans.
@@ -493,26 +464,6 @@ DETECTORS: tuple[Detector, ...] = (
 )
 
 
-def _validate() -> None:
-    """Fail fast on malformed rules (import time, once)."""
-    for r in TOKEN_RULES:
-        compiled = re.compile(r.pattern)
-        if not 0 <= r.keep <= 4:
-            raise ValueError(f"{r.id}: keep must be 0..4 (a kind prefix, never the secret)")
-        if r.run_gates or _literal_prefix(r.pattern):
-            # Run-dispatched: only runs of MIN_TOKEN_LENGTH+ are examined.
-            if _min_width(compiled) < MIN_TOKEN_LENGTH:
-                raise ValueError(f"{r.id}: can match less than a token run ({MIN_TOKEN_LENGTH} chars)")
-        elif not r.gates:
-            raise ValueError(f"{r.id}: needs a literal prefix, run gates or gates")
-
-
-def _min_width(compiled: re.Pattern[str]) -> int:
-    import re._parser as sre_parse  # stdlib; only used for this sanity check
-
-    return sre_parse.parse(compiled.pattern).getwidth()[0]
-
-
 def _literal_prefix(pattern: str) -> str:
     """Longest literal prefix of a regex: the text every match starts with."""
     out: list[str] = []
@@ -536,5 +487,4 @@ def _literal_prefix(pattern: str) -> str:
 from .vendor_rules import VENDOR_TOKEN_RULES  # noqa: E402
 
 TOKEN_RULES = TOKEN_RULES + VENDOR_TOKEN_RULES
-
-_validate()
+# (tokens.py checks every rule once at import: keep, width, a literal prefix or gates)

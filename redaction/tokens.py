@@ -18,6 +18,29 @@ from .rules import GLUED_PREFIXES, MIN_TOKEN_LENGTH, TOKEN_RULES, TOKEN_RUN_CHAR
 
 __all__ = ["PRIO_TOKEN", "COMPILED", "has_run", "scan_tokens"]
 
+
+def _validate() -> None:
+    """Fail fast on malformed rules (import time, once)."""
+    for r in TOKEN_RULES:
+        compiled = re.compile(r.pattern)
+        if not 0 <= r.keep <= 4:
+            raise ValueError(f"{r.id}: keep must be 0..4 (a kind prefix, never the secret)")
+        if r.run_gates or _literal_prefix(r.pattern):
+            # Run-dispatched: only runs of MIN_TOKEN_LENGTH+ are examined.
+            if _min_width(compiled) < MIN_TOKEN_LENGTH:
+                raise ValueError(f"{r.id}: can match less than a token run ({MIN_TOKEN_LENGTH} chars)")
+        elif not r.gates:
+            raise ValueError(f"{r.id}: needs a literal prefix, run gates or gates")
+
+
+def _min_width(compiled: re.Pattern[str]) -> int:
+    import re._parser as sre_parse  # stdlib; only used for this sanity check
+
+    return sre_parse.parse(compiled.pattern).getwidth()[0]
+
+
+_validate()
+
 PRIO_TOKEN = 40
 """Rank of a token rule's candidate when overlapping spans merge (engine.py)."""
 
