@@ -105,11 +105,13 @@ class GateScan:
                 words.update(w for w in clause if isinstance(w, str))
         self._bits = {w: 1 << i for i, w in enumerate(sorted(words))}
         self._words = tuple(sorted(words))
-        trie_words = sorted(w for w in words if w.isascii() and w[0].isalnum())
+        # One-character words ("0".."9" of grouped-secret) are substring tests: in the trie every
+        # occurrence would be a match handled in Python.
+        trie_words = sorted(w for w in words if w.isascii() and w[0].isalnum() and len(w) > 1)
         self._trie = re.compile(trie_pattern(trie_words)) if trie_words else None
         # ASCII words led by punctuation or space: a substring test each (memchr speed). Words
         # with non-ASCII characters: only in text that has some.
-        self._plain = tuple(w for w in sorted(words) if w.isascii() and not w[0].isalnum())
+        self._plain = tuple(w for w in sorted(words) if w.isascii() and (not w[0].isalnum() or len(w) == 1))
         self._wide = tuple(w for w in sorted(words) if not w.isascii())
         # Detectors as bits too: a word maps to the detectors whose first clause names it, so a
         # text's candidates are the union over the few words it holds (~4 on chat), not a loop
