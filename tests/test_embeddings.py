@@ -20,7 +20,7 @@ from indexer.embedding.embedder import Embedder, FastEmbedder
 
 @pytest.fixture(scope="module")
 def real() -> FastEmbedder:
-    return FastEmbedder()
+    return FastEmbedder(model_files.MODEL_NAME)
 
 
 def cos(a: np.ndarray, b: np.ndarray) -> float:
@@ -39,7 +39,7 @@ def test_real_model_loads_offline(real: FastEmbedder) -> None:
 
 def test_models_dir_is_used_when_the_venv_copy_is_missing(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(model_files, "default_models_root", lambda: tmp_path / "absent")
-    e = FastEmbedder(models_dir=tmp_path / "index" / "models")
+    e = FastEmbedder(model_files.MODEL_NAME, models_dir=tmp_path / "index" / "models")
     assert e.model_dir == tmp_path / "index" / "models" / model_files.FOLDER_NAME
     assert e.fingerprint == model_files.FINGERPRINT
 

@@ -144,8 +144,11 @@ def test_packaged_model_dir_prefers_a_valid_default(tmp_path: Path, monkeypatch:
 def test_cli_check(tmp_path: Path) -> None:
     r = subprocess.run(
         [sys.executable, "-m", "indexer.embedding.model_files", "check", "--dest", str(tmp_path)],
-        cwd=REPO, capture_output=True, text=True, timeout=60,
+        cwd=REPO, capture_output=True, text=True, timeout=180,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == str(tmp_path / mf.FOLDER_NAME)
+    from indexer.embedding import e5_files
+
+    # both packaged models: MiniLM and the default e5
+    assert r.stdout.split() == [str(tmp_path / mf.FOLDER_NAME), str(tmp_path / e5_files.FOLDER_NAME)]

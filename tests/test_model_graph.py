@@ -47,8 +47,8 @@ def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def test_int8_lookup_tables_compute_bit_identical_vectors(tmp_path: Path) -> None:
     source = mf.locate_sources()["model.onnx"].read_bytes()
-    packaged = FastEmbedder(model_path=_folder_with(tmp_path, "packaged", source))
-    gathered = FastEmbedder(model_path=_folder_with(tmp_path, "gathered", gather_before_dequantize(source).data))
+    packaged = FastEmbedder(mf.MODEL_NAME, model_path=_folder_with(tmp_path, "packaged", source))
+    gathered = FastEmbedder(mf.MODEL_NAME, model_path=_folder_with(tmp_path, "gathered", gather_before_dequantize(source).data))
 
     texts = _corpus()
     got, want = gathered.embed(texts), packaged.embed(texts)
@@ -61,11 +61,11 @@ def test_int8_lookup_tables_compute_bit_identical_vectors(tmp_path: Path) -> Non
 def test_the_assembled_model_embeds_close_to_the_packaged_one(tmp_path: Path) -> None:
     """The shipped file (tables gathered, layers as 8-bit MatMulNBits with int8 activations) against
     the packaged file run as it is: close vectors, the same nearest neighbours, its own fingerprint."""
-    assembled = FastEmbedder()
+    assembled = FastEmbedder(mf.MODEL_NAME)
     assert mf.sha256_file(assembled.model_dir / "model.onnx") == mf.MODEL_ONNX_SHA256
     assert assembled.fingerprint == mf.FINGERPRINT != mf.PACKAGED_FINGERPRINT
     source = mf.locate_sources()["model.onnx"].read_bytes()
-    packaged = FastEmbedder(model_path=_folder_with(tmp_path, "packaged", source))
+    packaged = FastEmbedder(mf.MODEL_NAME, model_path=_folder_with(tmp_path, "packaged", source))
 
     texts = _corpus()
     got, want = assembled.embed(texts), packaged.embed(texts)

@@ -70,17 +70,17 @@ def check_model(config: Config) -> Check:
     if config.embedding.model_path:
         found = Path(config.embedding.model_path)
         return Check("model", found.is_dir(), f"{found}" + ("" if found.is_dir() else ": no such folder"))
-    from indexer.embedding import model_files
+    from indexer.embedding import model_files, packaged
 
-    if config.embedding.model != model_files.MODEL_NAME:  # not the packaged model: fastembed fetches it
-        return Check("model", True, f"{config.embedding.model}: not the packaged model "
-                                    f"({model_files.MODEL_NAME}); fastembed downloads it into "
+    spec = packaged.MODELS.get(config.embedding.model)
+    if spec is None:  # not a packaged model: fastembed fetches it
+        return Check("model", True, f"{config.embedding.model}: not a packaged model "
+                                    f"({', '.join(packaged.MODELS)}); fastembed downloads it into "
                                     f"{config.index.dir / 'models'} at the first run (network needed), "
                                     "or set [embedding] model_path to its folder")
 
-    folder = model_files.default_model_dir()
     try:
-        verified = model_files.verify_folder(folder)
+        verified = spec.verify(model_files.default_models_root() / spec.folder_name)
     except model_files.ModelFilesError as exc:
         return Check("model", False, f"{exc}")
     return Check("model", True, f"{verified.path} (verified)")

@@ -87,9 +87,15 @@ class Candidate:
     timestamp_ms: int | None
 
 
-def vector_score(distance: float) -> float:
-    """Cosine distance (1 - cos) → similarity in 0..1."""
-    return max(0.0, min(1.0, 1.0 - float(distance)))
+def vector_score(distance: float, floor: float = 0.0) -> float:
+    """Cosine distance (1 - cos) → similarity in 0..1, read from the model's ``floor`` up: the
+    cosine it gives unrelated text (0 for MiniLM; e5 rates any two texts 0.7 or more:
+    indexer.embedding.packaged), so 0 means "unrelated" and fusion weights mean the same
+    whatever the model."""
+    cos = 1.0 - float(distance)
+    if floor > 0.0:
+        cos = (cos - floor) / (1.0 - floor)
+    return max(0.0, min(1.0, cos))
 
 
 def bm25_scale(corpus_chunks: int | None, settings: RankingSettings = SHIPPED) -> float:

@@ -41,9 +41,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from indexer.embedding import model_files, native_memory
+from indexer.embedding import model_files, native_memory, packaged
 
-DEFAULT_MODEL = model_files.MODEL_NAME
+DEFAULT_MODEL = packaged.DEFAULT.name
 DEFAULT_BATCH_SIZE = 32
 #: Padded tokens per model batch (texts × the longest, special tokens included): 8 chunks of 256.
 DEFAULT_MAX_BATCH_TOKENS = 2048
@@ -171,16 +171,18 @@ class FastEmbedder:
         if self.release_memory:
             native_memory.configure()  # before the model's allocations
 
-        packaged = False
+        spec = packaged.MODELS.get(model_name)
+        self.query_prefix = spec.query_prefix if spec else ""
+        self.document_prefix = spec.document_prefix if spec else ""
+        self.cosine_floor = spec.cosine_floor if spec else 0.0
+        is_packaged = False
         if model_path is None or str(model_path) == "":
-            if model_name == model_files.MODEL_NAME:
+            if spec is not None:
                 try:
-                    folder: Path | None = model_files.packaged_model_dir(
-                        models_root=Path(models_dir) if models_dir else None
-                    )
+                    folder: Path | None = spec.locate(models_root=Path(models_dir) if models_dir else None)
                 except model_files.ModelFilesError as e:
                     raise EmbeddingError(f"cannot load the packaged embedding model: {e}") from e
-                packaged = True
+                is_packaged = True
             else:
                 folder = None
         else:
@@ -190,6 +192,8 @@ class FastEmbedder:
                     f"embedding model_path {folder} is not a folder; set [embedding] model_path to a folder "
                     f"with model.onnx and tokenizer files, or leave it empty for the packaged model"
                 )
+        if spec is not None and spec.custom:
+            packaged.register_custom(spec)
         # ONNX Runtime's arena keeps its peak size for the life of the process (the
         # largest batch's activations, rounded up) unless it is shrunk after each run.
         kwargs: dict[str, Any] = {"threads": threads, "enable_cpu_mem_arena": bool(cpu_mem_arena),
@@ -220,8 +224,9 @@ class FastEmbedder:
         probe = self._embed_batch(["dimension probe"])
         self.dim = int(probe.shape[1])
         self.calls = self.texts_embedded = self.padded_tokens = self.largest_batch_tokens = 0
-        if packaged:
-            self.fingerprint = model_files.FINGERPRINT
+        if is_packaged:
+            assert spec is not None
+            self.fingerprint = spec.fingerprint
         else:
             self.fingerprint = _folder_fingerprint(folder, model_name, self.max_tokens)
 
@@ -332,7 +337,9 @@ class FastEmbedder:
         return _real_tokens(self._tokenizer.encode(text, add_special_tokens=False))
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        texts = list(texts)
+        # the prefix the model was trained with for stored text (e5: "passage: "); the cache keys
+        # the text without it, under this model's fingerprint
+        texts = [self.document_prefix + t for t in texts] if self.document_prefix else list(texts)
         n = len(texts)
         if n == 0:
             return np.zeros((0, getattr(self, "dim", 0)), dtype=np.float32)
@@ -357,7 +364,7 @@ class FastEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         try:
-            v = next(iter(self._model.query_embed(text)))
+            v = next(iter(self._model.query_embed(self.query_prefix + text)))
         except Exception as e:
             raise EmbeddingError(f"embedding a query with {self.name} failed: {type(e).__name__}: {e}") from e
         with self._lock:

@@ -397,16 +397,19 @@ def packaged_model_dir(index_dir: Path | None = None, *, models_root: Path | Non
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m indexer.embedding.model_files", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    chk = sub.add_parser("check", help="verify the packaged model and assemble its folder; print the folder")
+    chk = sub.add_parser("check", help="verify the packaged models and assemble their folders; print the folders")
     chk.add_argument("--dest", type=Path, default=None, help=f"models root (default: {default_models_root()})")
     args = ap.parse_args(argv)
     if args.cmd == "check":
+        from indexer.embedding import e5_files  # imports this module: loaded here, not at the top
+
+        root = args.dest if args.dest is not None else default_models_root()
         try:
-            folder = assemble(args.dest if args.dest is not None else default_models_root())
+            for folder in (assemble(root), e5_files.assemble(root)):
+                print(folder)
         except ModelFilesError as e:
             print(f"model check failed: {e}", file=sys.stderr)
             return 1
-        print(folder)
         return 0
     return 2  # pragma: no cover
 

@@ -233,6 +233,7 @@ class Searcher:
         # (scope, vector stage): two tasks per request, four requests at a time.
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="search")
         self._fts_errors = RateLimitedLogger(log, every_s=60, level="warning")
+        self._model_errors = RateLimitedLogger(log, every_s=300, level="warning")
 
     @classmethod
     def open(cls, config: Config, **kwargs) -> "Searcher":
@@ -383,6 +384,9 @@ class Searcher:
         kw: dict[str, float] = {}
         qv = None
         wants_vector = request.mode in (Mode.HYBRID, Mode.VECTOR)
+        if wants_vector and not self._same_model(request.persona, found.warnings):
+            wants_vector = False  # the live table's vectors are another model's: keyword stage only
+        floor = float(getattr(self.embedder, "cosine_floor", 0.0) or 0.0) if wants_vector else 0.0
 
         def keyword_lists() -> list[tuple[list[dict], np.ndarray | None]]:
             out = []
@@ -394,7 +398,8 @@ class Searcher:
         # The full-text query needs no query vector: it runs beside the embedding and the
         # vector query (LanceDB and ONNX Runtime release the GIL), so a hybrid query waits
         # for the longer of the two stages, not for their sum.
-        pending = self._pool.submit(keyword_lists) if request.mode in (Mode.HYBRID, Mode.KEYWORD) else None
+        pending = self._pool.submit(keyword_lists) \
+            if request.mode in (Mode.HYBRID, Mode.KEYWORD) or not wants_vector else None
         try:
             if wants_vector:
                 qv = np.asarray(embedding.result(), dtype=np.float32)
@@ -402,7 +407,7 @@ class Searcher:
                     if w is None:
                         continue
                     for row in lance.nearest(table, qv, w, limit, columns):
-                        vec[row["id"]] = vector_score(row["_distance"])
+                        vec[row["id"]] = vector_score(row["_distance"], floor)
                         rows.setdefault(row["id"], row)
         except BaseException:
             if pending is not None:
@@ -422,7 +427,7 @@ class Searcher:
                 for i, row in enumerate(hits):
                     kw[row["id"]] = keyword_score(row["_score"], self.ranking, chunks)
                     if vectors is not None and row["id"] not in vec:
-                        vec[row["id"]] = max(0.0, min(1.0, float(sims[i])))
+                        vec[row["id"]] = vector_score(1.0 - float(sims[i]), floor)
                     rows.setdefault(row["id"], row)
         for key, row in rows.items():
             if not scope.allows(row):  # defence in depth: never trust the prefilter alone
@@ -434,6 +439,24 @@ class Searcher:
             found.cands.append(Candidate(key=key, group=row["path"] if memory else row["session"],
                                          seq=None if seq is None else int(seq), vector=vec.get(key),
                                          keyword=kw.get(key), timestamp_ms=row.get("timestamp_ms")))
+
+    def _same_model(self, persona: str, warnings: list[SearchWarning]) -> bool:
+        """Whether the persona's live table was embedded by this process's model. After a change
+        of model the daemon rebuilds beside the live table; until the new one switches in, the
+        old table's vectors are another model's (same dimension or not): comparing a query
+        vector with them is noise, so the query is answered by its keyword stage and says so."""
+        if self.retriever.published is not None:
+            return True  # object storage: PublishedScopeSource already refuses another model
+        meta = self.retriever.meta(persona) or {}
+        built, mine = meta.get("fingerprint"), self.embedder.fingerprint
+        from indexer.embedding.model_files import same_vector_space
+
+        if built is None or same_vector_space(built, mine):
+            return True
+        self._model_errors.failure("model", "search.model_changed", persona=persona, index=built, query=mine)
+        warnings.append(SearchWarning("model_changed", "the index is being rebuilt with the configured embedding "
+                                      "model; until it is done these results come from the keyword stage only"))
+        return False
 
     def _chunks(self, table) -> int:
         """Rows of the table, for the keyword score's scale (BM25's IDF counts every row);

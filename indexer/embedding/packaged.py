@@ -1,0 +1,55 @@
+"""The embedding models this build ships, assembled offline from pinned packages, by config name.
+
+Each entry says where its verified folder comes from, its fingerprint (what an index records:
+a change of model re-embeds beside the live index) and the prefixes the model was trained
+with. :data:`DEFAULT` is ``[embedding] model``'s default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from indexer.embedding import e5_files, model_files
+
+
+@dataclass(frozen=True, slots=True)
+class PackagedModel:
+    name: str
+    folder_name: str
+    fingerprint: str
+    max_tokens: int
+    query_prefix: str
+    document_prefix: str
+    #: (models_root or None) -> the verified folder, assembled there when the venv has none
+    locate: Callable[..., Path]
+    #: folder -> its verified ModelFolder (raises ModelFilesError)
+    verify: Callable[[Path], model_files.ModelFolder]
+    #: registered with fastembed as a custom model (mean pooling, normalised) before loading
+    custom: bool
+    #: cosine similarity this model gives unrelated text: vector scores are read relative to it
+    #: (indexer.core.ranking.vector_score), so 0 means "unrelated" whatever the model
+    cosine_floor: float = 0.0
+
+
+MINILM = PackagedModel(model_files.MODEL_NAME, model_files.FOLDER_NAME, model_files.FINGERPRINT,
+                       model_files.MAX_TOKENS, "", "", model_files.packaged_model_dir, model_files.verify_folder,
+                       custom=False)
+E5_SMALL = PackagedModel(e5_files.MODEL_NAME, e5_files.FOLDER_NAME, e5_files.FINGERPRINT, e5_files.MAX_TOKENS,
+                         e5_files.QUERY_PREFIX, e5_files.DOCUMENT_PREFIX, e5_files.packaged_model_dir,
+                         e5_files.verify_folder, custom=True, cosine_floor=0.72)
+MODELS: dict[str, PackagedModel] = {m.name: m for m in (MINILM, E5_SMALL)}
+DEFAULT = E5_SMALL
+
+
+def register_custom(model: PackagedModel) -> None:
+    """Tell fastembed how to load ``model``'s folder (once per process)."""
+    from fastembed import TextEmbedding
+    from fastembed.common.model_description import ModelSource, PoolingType
+
+    if any(m["model"].lower() == model.name.lower() for m in TextEmbedding.list_supported_models()):
+        return
+    TextEmbedding.add_custom_model(model.name, pooling=PoolingType.MEAN, normalization=True,
+                                   sources=ModelSource(hf=model.name), dim=e5_files.DIM, model_file="model.onnx",
+                                   description="packaged offline (ledger-indexer)")
