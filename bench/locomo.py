@@ -292,6 +292,7 @@ class QueryMemo:
         self.inner = inner
         self.name, self.dim, self.fingerprint, self.max_tokens = inner.name, inner.dim, inner.fingerprint, inner.max_tokens
         self.cosine_floor = getattr(inner, "cosine_floor", 0.0)
+        self.cosine_ceiling = getattr(inner, "cosine_ceiling", 1.0)
         self._memo: dict[str, object] = {}
 
     def count_tokens(self, text: str) -> int:

@@ -126,19 +126,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "docs_per_cpu_s": med("docs_per_cpu_s"), "loaded_mb": med("loaded_mb"), "rss_mb": med("rss_mb"),
                   "gold_cos_q": [q(gold, p) for p in (0.1, 0.5, 0.9)],
                   "other_cos_q": [q(other, p) for p in (0.1, 0.5, 0.9)],
-                  "cosine_floor": packaged.MODELS[m].cosine_floor, "fingerprint": rs[0]["fingerprint"]}
+                  "cosine_floor": packaged.MODELS[m].cosine_floor, "cosine_ceiling": packaged.MODELS[m].cosine_ceiling, "fingerprint": rs[0]["fingerprint"]}
         r = raw[m]
         rows.append([f"`{m}`", f"{r['query_ms_p50']:.1f}", f"{r['query_cpu_ms_p50']:.1f}", f"{r['docs_per_s']:.1f}",
                      f"{r['docs_per_cpu_s']:.1f}", f"{r['loaded_mb']:.0f}", f"{r['rss_mb']:.0f}",
                      " / ".join(f"{v:.2f}" for v in r["gold_cos_q"]), " / ".join(f"{v:.2f}" for v in r["other_cos_q"]),
-                     f"{r['cosine_floor']:.2f}"])
+                     f"{r['cosine_floor']:.2f} – {r['cosine_ceiling']:.2f}"])
     md = "\n".join([
         f"# Packaged embedding models: cost (issue 36)\n",
         f"`python -m bench.recall_models --runs {args.runs} --texts {args.texts} --queries {args.queries}`; "
         f"load average before {load_before}, after {loadavg()}; a fresh process per model and run, medians.\n",
         md_table(["model", "query ms p50", "query CPU ms p50", "docs/s", "docs/CPU-s", "RSS added by loading (MB)",
                   "process RSS after (MB)", "cos question–gold turn p10/50/90", "cos question–unrelated turn p10/50/90",
-                  "cosine_floor"], rows),
+                  "scale (floor – ceiling)"], rows),
     ])
     write_outputs(NAME, md, {"models": raw, "runs": args.runs, "texts": args.texts, "queries": args.queries})
     print(md)

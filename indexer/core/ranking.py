@@ -87,14 +87,16 @@ class Candidate:
     timestamp_ms: int | None
 
 
-def vector_score(distance: float, floor: float = 0.0) -> float:
-    """Cosine distance (1 - cos) → similarity in 0..1, read from the model's ``floor`` up: the
-    cosine it gives unrelated text (0 for MiniLM; e5 rates any two texts 0.7 or more:
-    indexer.embedding.packaged), so 0 means "unrelated" and fusion weights mean the same
+def vector_score(distance: float, floor: float = 0.0, ceiling: float = 1.0) -> float:
+    """Cosine distance (1 - cos) → similarity in 0..1, read on the model's own scale: ``floor``
+    the cosine it gives unrelated text, ``ceiling`` the cosine of a query and a text that is
+    its very words (MiniLM: 0 and 1; e5 rates any two texts 0.7 or more and a text with itself
+    ~0.93 across its query/passage prefixes: indexer.embedding.packaged), so 0 means
+    "unrelated", 1 "the query's own words", and fusion weights and calibration mean the same
     whatever the model."""
     cos = 1.0 - float(distance)
-    if floor > 0.0:
-        cos = (cos - floor) / (1.0 - floor)
+    if floor != 0.0 or ceiling != 1.0:
+        cos = (cos - floor) / (ceiling - floor)
     return max(0.0, min(1.0, cos))
 
 

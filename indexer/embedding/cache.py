@@ -60,6 +60,7 @@ class CachedEmbedder:
         self.dim = inner.dim
         self.fingerprint = inner.fingerprint
         self.cosine_floor = float(getattr(inner, "cosine_floor", 0.0))
+        self.cosine_ceiling = float(getattr(inner, "cosine_ceiling", 1.0))
         self.max_tokens = inner.max_tokens
         self.hits = 0
         self.misses = 0

@@ -1,8 +1,10 @@
 """Text embeddings: the :class:`Embedder` protocol, fastembed, and a SQLite cache.
 
 - :class:`FastEmbedder` runs fastembed (ONNX Runtime, CPU) fully offline
-  (``HF_HUB_OFFLINE=1``). By default it loads the packaged all-MiniLM-L6-v2
-  int8 folder (:mod:`indexer.embedding.model_files`); a config may name any fastembed
+  (``HF_HUB_OFFLINE=1``). By default it loads the packaged multilingual-e5-small
+  folder (:mod:`indexer.embedding.e5_files`; all-MiniLM-L6-v2 int8,
+  :mod:`indexer.embedding.model_files`, is the other packaged model: :mod:`indexer.embedding.packaged`),
+  adding the prefixes the model was trained with; a config may name any fastembed
   model (taken from fastembed's local cache, never downloaded) or a local
   folder. Each call sorts its texts by token count and runs batches of at
   most ``batch_size`` texts *and* ``max_batch_tokens`` padded tokens (texts ×
@@ -27,7 +29,7 @@ L2 rank identically).
 
 ``count_tokens(text)`` counts the model tokenizer's tokens *without* the
 special tokens ([CLS]/[SEP]); ``max_tokens`` is the model window *with* them
-(256 for MiniLM). Chunking keeps chunks at ``max_tokens - 2`` or less.
+(256 for MiniLM, 512 for e5). Chunking keeps chunks at ``max_tokens - 2`` or less.
 """
 
 from __future__ import annotations
@@ -175,6 +177,7 @@ class FastEmbedder:
         self.query_prefix = spec.query_prefix if spec else ""
         self.document_prefix = spec.document_prefix if spec else ""
         self.cosine_floor = spec.cosine_floor if spec else 0.0
+        self.cosine_ceiling = spec.cosine_ceiling if spec else 1.0
         is_packaged = False
         if model_path is None or str(model_path) == "":
             if spec is not None:

@@ -386,7 +386,8 @@ class Searcher:
         wants_vector = request.mode in (Mode.HYBRID, Mode.VECTOR)
         if wants_vector and not self._same_model(request.persona, found.warnings):
             wants_vector = False  # the live table's vectors are another model's: keyword stage only
-        floor = float(getattr(self.embedder, "cosine_floor", 0.0) or 0.0) if wants_vector else 0.0
+        scale = (float(getattr(self.embedder, "cosine_floor", 0.0)), float(getattr(self.embedder, "cosine_ceiling", 1.0))) \
+            if wants_vector else (0.0, 1.0)
 
         def keyword_lists() -> list[tuple[list[dict], np.ndarray | None]]:
             out = []
@@ -407,7 +408,7 @@ class Searcher:
                     if w is None:
                         continue
                     for row in lance.nearest(table, qv, w, limit, columns):
-                        vec[row["id"]] = vector_score(row["_distance"], floor)
+                        vec[row["id"]] = vector_score(row["_distance"], *scale)
                         rows.setdefault(row["id"], row)
         except BaseException:
             if pending is not None:
@@ -427,7 +428,7 @@ class Searcher:
                 for i, row in enumerate(hits):
                     kw[row["id"]] = keyword_score(row["_score"], self.ranking, chunks)
                     if vectors is not None and row["id"] not in vec:
-                        vec[row["id"]] = vector_score(1.0 - float(sims[i]), floor)
+                        vec[row["id"]] = vector_score(1.0 - float(sims[i]), *scale)
                     rows.setdefault(row["id"], row)
         for key, row in rows.items():
             if not scope.allows(row):  # defence in depth: never trust the prefilter alone

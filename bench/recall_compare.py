@@ -1,0 +1,130 @@
+"""LoCoMo recall, today's model and the shipped one side by side in one run (issue 36).
+
+For each model (``--models``; default MiniLM, today's, then the shipped e5), the cached LoCoMo
+index of ``bench.locomo --model`` (built or brought up to date here: the real pipeline), then
+in this one process: the vector stage alone, the keyword stage alone and hybrid with the
+shipped ranking over every question; hybrid with the weights chosen by leave-one-conversation-
+out cross-validation over :data:`GRID` (the headline: each conversation measured with the
+weights chosen on the nine others); per-category recall@10 of each; hybrid latency at LoCoMo's
+size. The grid, the questions and the code are the same for every model.
+
+    python -m bench.recall_compare [--models A,B] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import time
+from collections.abc import Sequence
+
+from bench.common import LOCOMO_PATH, fmt_s, git_commit, loadavg, log, md_table, median, write_outputs
+from bench.locomo import (CATEGORIES, DRAGON, QueryMemo, aggregate, build_index, grid_points, leave_one_out,
+                          limit_questions, lines_of, questions_of, recalls, retrieve_all, run_searcher)
+
+NAME = "recall_compare"
+DEFAULT_MODELS = ("sentence-transformers/all-MiniLM-L6-v2", "intfloat/multilingual-e5-small-q4")
+#: The same grid for every model: the shipped point (VECTOR_WEIGHT 0.3, NEIGHBOUR 0.1, SESSION 1.0, TOP 1)
+#: and around it, with heavier vector weights for a stronger vector stage.
+GRID = {"VECTOR_WEIGHT": (0.3, 0.4, 0.5, 0.6), "NEIGHBOUR_WEIGHT": (0.1, 0.3), "SESSION_WEIGHT": (0.6, 1.0, 1.5),
+        "SESSION_TOP": (1, 2)}
+QUICK_GRID = {"VECTOR_WEIGHT": (0.3, 0.5)}
+
+
+def per_category(agg: dict) -> dict[str, float]:
+    return {CATEGORIES[c]: agg[c][10] for c in sorted(CATEGORIES) if agg[c]["n"]}
+
+
+def measure(model: str, samples: list, qs: list, grid: dict) -> dict:
+    from indexer.search.searcher import Searcher
+
+    built = build_index(samples, allow_no_redaction=False, model=model)
+    emb = QueryMemo(built.embedder)
+    searcher = Searcher(built.config, embedder=emb)
+    out: dict = {"model": built.embedder.fingerprint, "sync_seconds": built.build_info.get("first_embedding_build",
+                                                                                           {}).get("seconds")}
+    try:
+        runs = {}
+        for mode in ("vector", "keyword", "hybrid"):
+            runs[mode] = run_searcher(searcher, qs, mode, mode)
+            log(f"{model} {mode}: {fmt_s(runs[mode].seconds)}")
+        found_all = retrieve_all(searcher, [(q.question, q.home) for q in qs])
+        points = grid_points(found_all, qs, [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())])
+        cv = leave_one_out(points, [q.sample_id for q in qs])
+    finally:
+        searcher.close()
+    aggs = {m: aggregate([(q.category, recalls(d, q.gold)) for q, d in zip(qs, r.per_question)])
+            for m, r in runs.items()}
+    # per-category of the cross-validated hybrid: each question scored with its fold's weights
+    fold_values = {f["held_out"]: json.dumps(f["values"], sort_keys=True) for f in cv["folds"]}
+    by_values = {json.dumps(p["values"], sort_keys=True): p["per_q"] for p in cv["points"]}
+    cv_per_q = [by_values[fold_values[q.sample_id]][i] for i, q in enumerate(qs)]
+    cats: dict[int, list[float]] = {}
+    for q, r in zip(qs, cv_per_q):
+        cats.setdefault(q.category, []).append(r)
+    out.update({
+        "r10": {m: a["overall"][10] for m, a in aggs.items()},
+        "r5": {m: a["overall"][5] for m, a in aggs.items()},
+        "r25": {m: a["overall"][25] for m, a in aggs.items()},
+        "categories": {m: per_category(a) for m, a in aggs.items()},
+        "cv_r10": cv["loco_r10"], "cv_in_sample": cv["in_sample"], "cv_majority": cv["majority"],
+        "cv_folds": [{k: f[k] for k in ("held_out", "values", "test_r10")} for f in cv["folds"]],
+        "cv_categories": {CATEGORIES[c]: 100 * sum(v) / len(v) for c, v in sorted(cats.items())},
+        "hybrid_ms_p50": median(runs["hybrid"].took_ms), "vector_ms_p50": median(runs["vector"].took_ms),
+        "empty": {m: r.empty for m, r in runs.items()}, "foreign": {m: r.foreign for m, r in runs.items()},
+        "grid_points": [{"values": p["values"], "r10": p["r10"]} for p in cv["points"]],
+    })
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.recall_compare", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default=",".join(DEFAULT_MODELS))
+    ap.add_argument("--quick", action="store_true", help="120 questions, a small grid")
+    args = ap.parse_args(argv)
+    started, load0 = time.perf_counter(), loadavg()
+    data = json.loads(LOCOMO_PATH.read_text(encoding="utf-8"))
+    samples = data  # the cached index holds every conversation; --quick asks fewer questions
+    per_sample = [questions_of(s, {ln.dia_id for ln in lines_of(s)})[0] for s in samples]
+    qs = limit_questions(per_sample, 120 if args.quick else None)
+    grid = QUICK_GRID if args.quick else GRID
+    models = [m for m in args.models.split(",") if m]
+    res = {m: measure(m, samples, qs, grid) for m in models}
+
+    head = ["", *[f"`{m.split('/')[-1]}`" for m in models]]
+    rows = [["hybrid R@10, leave-one-conversation-out (headline)", *[f"**{res[m]['cv_r10']:.1f}**" for m in models]],
+            ["hybrid R@10, shipped weights (in-sample)", *[f"{res[m]['r10']['hybrid']:.1f}" for m in models]],
+            ["vector stage alone R@10", *[f"{res[m]['r10']['vector']:.1f}" for m in models]],
+            ["keyword stage alone R@10", *[f"{res[m]['r10']['keyword']:.1f}" for m in models]],
+            ["hybrid R@5 / R@25 (shipped)", *[f"{res[m]['r5']['hybrid']:.1f} / {res[m]['r25']['hybrid']:.1f}"
+                                             for m in models]],
+            ["vector R@5 / R@25", *[f"{res[m]['r5']['vector']:.1f} / {res[m]['r25']['vector']:.1f}" for m in models]],
+            ["hybrid query p50 (ms, 5,882 turns, in-process)", *[f"{res[m]['hybrid_ms_p50']:.1f}" for m in models]],
+            ["weights most folds chose", *[f"{res[m]['cv_majority']}" for m in models]],
+            ["empty answers (hybrid)", *[f"{res[m]['empty']['hybrid']}" for m in models]]]
+    cat_rows = []
+    for cat in CATEGORIES.values():
+        cat_rows.append([cat, *[f"{res[m]['categories']['vector'].get(cat, float('nan')):.1f} / "
+                                f"{res[m]['categories']['keyword'].get(cat, float('nan')):.1f} / "
+                                f"{res[m]['cv_categories'].get(cat, float('nan')):.1f}" for m in models]])
+    md = "\n".join([
+        "# LoCoMo recall: today's model and the shipped one, side by side (issue 36)\n",
+        f"`python -m bench.recall_compare{' --quick' if args.quick else ''}` at commit {git_commit()}; "
+        f"{len(qs)} questions of {len(samples)} conversations (categories 1–4); load average {load0} at the start, "
+        f"{loadavg()} at the end; {fmt_s(time.perf_counter() - started)}. Real pipeline (LanceDB, redaction, "
+        f"`memory_search` with scope `project`). DRAGON (LoCoMo paper) R@10: {DRAGON[10]}.\n",
+        md_table(head, rows),
+        "\nPer category, R@10: vector alone / keyword alone / hybrid cross-validated\n",
+        md_table(["category", *head[1:]], cat_rows),
+        "\nGrid (the same for every model): " + ", ".join(f"{k} {v}" for k, v in grid.items()),
+    ])
+    write_outputs(NAME, md, {"results": res, "grid": grid, "questions": len(qs), "load_start": load0,
+                             "load_end": loadavg()})
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
