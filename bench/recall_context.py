@@ -83,6 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.recall_context", description=__doc__.split("\n\n")[0])
     ap.add_argument("--conversations", default="0,2,4,6,8", help="indices of LoCoMo conversations to use")
     ap.add_argument("--model", default=None)
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--out-name", default=NAME)
     args = ap.parse_args(argv)
     data = json.loads(LOCOMO_PATH.read_text(encoding="utf-8"))
     picked = [data[int(i)] for i in args.conversations.split(",")]
@@ -97,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: dict[str, dict[str, float]] = {}
     per_cat: dict[str, dict[int, list[float]]] = {}
     load0 = loadavg()
-    for variant in VARIANTS:
+    for variant in args.variants.split(","):
         texts = variant_texts(lines, variant)
         with Timer() as t:
             dv = cached.embed(texts)
@@ -129,12 +131,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = [[k, f"{v['vector']:.1f}", f"{v['bm25']:.1f}", f"{v['hybrid']:.1f}"] for k, v in results.items()]
     md = "\n".join([
         "# Contextual chunk text and query rewriting on LoCoMo (lab harness, issue 36)\n",
-        f"`python -m bench.recall_context --conversations {args.conversations}` with `{emb.fingerprint}`; "
+        f"`python -m bench.recall_context --conversations {args.conversations} --variants {args.variants}` with "
+        f"`{emb.fingerprint}`; "
         f"{len(qs)} questions, {len(lines)} lines; load average {load0} → {loadavg()}. Recall@10 within the "
         "question's conversation; hybrid = the shipped linear fusion without conversational context or dates.\n",
         md_table(["text variant / BM25 query", "vector R@10", "BM25 R@10", "hybrid R@10"], rows),
     ])
-    write_outputs(NAME, md, {"results": results, "per_category": {k: {c: 100 * float(np.mean(v)) for c, v in d.items()}
+    write_outputs(args.out_name, md, {"results": results, "per_category": {k: {c: 100 * float(np.mean(v)) for c, v in d.items()}
                                                                   for k, d in per_cat.items()},
                              "conversations": args.conversations, "model": emb.fingerprint})
     print(md)

@@ -11,11 +11,14 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from indexer.embedding import native_memory
+from indexer.embedding import model_files, native_memory
 from indexer.embedding.embedder import SHRINK_KEY, SPIN_KEYS, FastEmbedder, plan_batches
 from indexer.embedding.factory import make_embedder
 from indexer.runtime.config import load_config
 from indexer.service.metrics import Metrics
+
+#: The batching mechanics below are stated in MiniLM's 256-token window (the other packaged model).
+MINILM = model_files.MODEL_NAME
 
 WORDS = ("deploy cache token schema migration retry budget latency shard index vector kafka redis postgres jwt "
          "expiry rollout canary alert queue worker").split()
@@ -23,7 +26,7 @@ WORDS = ("deploy cache token schema migration retry budget latency shard index v
 
 @pytest.fixture(scope="module")
 def small_batches() -> FastEmbedder:
-    return FastEmbedder(max_batch_tokens=512, batch_size=32)
+    return FastEmbedder(MINILM, max_batch_tokens=512, batch_size=32)
 
 
 def mixed_texts(n: int, seed: int = 5) -> list[str]:
@@ -82,7 +85,7 @@ def test_the_model_runs_batches_within_the_token_bound(small_batches: FastEmbedd
 
 
 def test_a_count_only_bound_runs_the_big_batches_it_used_to():
-    e = FastEmbedder(max_batch_tokens=0, batch_size=32)
+    e = FastEmbedder(MINILM, max_batch_tokens=0, batch_size=32)
     texts = mixed_texts(64, seed=9)
     e.embed(texts)
     assert e.calls == 2 and e.largest_batch_tokens == 32 * 256
@@ -123,7 +126,7 @@ def test_the_session_does_not_spin_and_its_arena_is_shrunk_after_every_run(small
 
 
 def test_spinning_and_the_kept_arena_can_be_turned_back_on():
-    e = FastEmbedder(allow_spinning=True, release_memory=False)
+    e = FastEmbedder(MINILM, allow_spinning=True, release_memory=False)
     options = e.session.get_session_options()
     assert [options.get_session_config_entry(k) for k in SPIN_KEYS] == ["1", "1"]
     assert options.enable_cpu_mem_arena is True and e.run_options is None
@@ -135,7 +138,7 @@ def test_spinning_and_the_kept_arena_can_be_turned_back_on():
 
 
 def test_without_the_arena_nothing_is_shrunk():
-    e = FastEmbedder(cpu_mem_arena=False)
+    e = FastEmbedder(MINILM, cpu_mem_arena=False)
     assert e.session.get_session_options().enable_cpu_mem_arena is False and e.run_options is None
 
 
