@@ -74,8 +74,9 @@ def check_model(config: Config) -> Check:
 
     spec = packaged.MODELS.get(config.embedding.model)
     if spec is None:  # not a packaged model: fastembed fetches it
-        return Check("model", True, f"{config.embedding.model}: not a packaged model "
-                                    f"({', '.join(packaged.MODELS)}); fastembed downloads it into "
+        others = ", ".join(m for m in packaged.MODELS if m != packaged.DEFAULT.name)
+        return Check("model", True, f"{config.embedding.model}: not the packaged model "
+                                    f"({packaged.DEFAULT.name}; also packaged: {others}); fastembed downloads it into "
                                     f"{config.index.dir / 'models'} at the first run (network needed), "
                                     "or set [embedding] model_path to its folder")
 
