@@ -49,13 +49,6 @@ def measure(model: str, samples: list, qs: list, grid: dict) -> dict:
         for mode in ("vector", "keyword", "hybrid"):
             runs[mode] = run_searcher(searcher, qs, mode, mode)
             log(f"{model} {mode}: {fmt_s(runs[mode].seconds)}")
-        typed = Searcher(built.config, embedder=emb, query_rewrite=False)
-        try:
-            for mode in ("hybrid",):
-                runs[f"{mode}-typed"] = run_searcher(typed, qs, mode, f"{mode}-typed")
-                log(f"{model} {mode}, query as typed: {fmt_s(runs[f'{mode}-typed'].seconds)}")
-        finally:
-            typed.close()
         found_all = retrieve_all(searcher, [(q.question, q.home) for q in qs])
         points = grid_points(found_all, qs, [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())])
         cv = leave_one_out(points, [q.sample_id for q in qs])
@@ -104,8 +97,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             ["hybrid R@10, shipped weights (in-sample)", *[f"{res[m]['r10']['hybrid']:.1f}" for m in models]],
             ["vector stage alone R@10", *[f"{res[m]['r10']['vector']:.1f}" for m in models]],
             ["keyword stage alone R@10", *[f"{res[m]['r10']['keyword']:.1f}" for m in models]],
-            ["hybrid (shipped), query as typed (no content-word rewrite)",
-             *[f"{res[m]['r10']['hybrid-typed']:.1f}" for m in models]],
             ["hybrid R@5 / R@25 (shipped)", *[f"{res[m]['r5']['hybrid']:.1f} / {res[m]['r25']['hybrid']:.1f}"
                                              for m in models]],
             ["vector R@5 / R@25", *[f"{res[m]['r5']['vector']:.1f} / {res[m]['r25']['vector']:.1f}" for m in models]],

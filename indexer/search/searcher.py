@@ -161,14 +161,6 @@ def query_terms(query: str) -> list[str]:
     return [w for w in words if w not in _STOP and len(w) > 1] or words
 
 
-def keyword_query(query: str) -> str:
-    """What the full-text stage searches for: the query's content words. The index drops only
-    the Lucene stop words ("the", "of" …); a question's own words ("what", "did", "we", "how")
-    would otherwise match nearly every turn of a conversation and dilute BM25's weighting of
-    the words that matter (bench/recall_compare.py: "query as typed" rows)."""
-    return " ".join(query_terms(query))
-
-
 def snippet_for(text: str, start_line: int, terms: list[str]) -> tuple[str, int, int]:
     """The lines of a chunk that match the query (a window around the best
     matching line), or its first lines when nothing matches literally."""
@@ -210,7 +202,7 @@ class Searcher:
     """Holds the LanceDB reader, the state DB and the query embedder; thread-safe for queries."""
 
     def __init__(self, config: Config, *, embedder=None, state: StateDB | None = None,
-                 ranking_settings: RankingSettings = SHIPPED, rank_cache: bool = True, query_rewrite: bool = True):
+                 ranking_settings: RankingSettings = SHIPPED, rank_cache: bool = True):
         from exporters.lancedb import Retriever
         from exporters.lancedb.location import IndexLocation
         from indexer.search.scope_source import scope_source
@@ -221,8 +213,6 @@ class Searcher:
         self.config = config
         # Immutable; the benchmark passes its own per grid point.
         self.ranking = ranking_settings
-        #: the full-text stage searches the query's content words (:func:`keyword_query`); False: as typed
-        self.query_rewrite = query_rewrite
         from exporters.lancedb.local_reads import IoUringUnavailable
 
         try:
@@ -399,13 +389,11 @@ class Searcher:
         scale = (float(getattr(self.embedder, "cosine_floor", 0.0)), float(getattr(self.embedder, "cosine_ceiling", 1.0))) \
             if wants_vector else (0.0, 1.0)
 
-        text = keyword_query(request.query) if self.query_rewrite else request.query
-
         def keyword_lists() -> list[tuple[list[dict], np.ndarray | None]]:
             out = []
             for w, limit in ((where, depth), (time_where, TIME_CANDIDATES)):
                 if w is not None:
-                    out.append(lance.matching(table, text, w, limit, columns, with_vectors=wants_vector))
+                    out.append(lance.matching(table, request.query, w, limit, columns, with_vectors=wants_vector))
             return out
 
         # The full-text query needs no query vector: it runs beside the embedding and the
