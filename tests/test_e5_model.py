@@ -85,12 +85,13 @@ def test_conversion_is_deterministic_and_rejects_other_files(tmp_path: Path) -> 
         parse(source.read_bytes()[:5000])
 
 
-def test_the_default_model_is_e5_with_its_prefixes_and_finds_the_answer(tmp_path: Path, no_network) -> None:
+def test_e5_loads_by_name_with_its_prefixes_and_finds_the_answer(tmp_path: Path, no_network) -> None:
     from indexer.embedding.embedder import DEFAULT_MODEL, FastEmbedder
     from indexer.runtime.config import EmbeddingConfig
 
-    assert DEFAULT_MODEL == EmbeddingConfig().model == packaged.DEFAULT.name == e5_files.MODEL_NAME
-    e = FastEmbedder(models_dir=tmp_path / "models")
+    assert DEFAULT_MODEL == EmbeddingConfig().model == packaged.DEFAULT.name
+    assert set(packaged.MODELS) == {e5_files.MODEL_NAME, DEFAULT_MODEL}
+    e = FastEmbedder(e5_files.MODEL_NAME, models_dir=tmp_path / "models")
     assert e.fingerprint == e5_files.FINGERPRINT and e.dim == e5_files.DIM and e.max_tokens == 512
     assert (e.query_prefix, e.document_prefix) == ("query: ", "passage: ")
     docs = ["We decided that JWT access tokens expire after 15 minutes.",

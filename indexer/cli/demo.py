@@ -142,7 +142,7 @@ export_dir = "index/qmd"
 update_command = []
 
 [embedding]
-model = "intfloat/multilingual-e5-small-q4"
+model = "sentence-transformers/all-MiniLM-L6-v2"
 model_path = ""
 batch_size = 32
 

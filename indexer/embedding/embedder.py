@@ -1,10 +1,10 @@
 """Text embeddings: the :class:`Embedder` protocol, fastembed, and a SQLite cache.
 
 - :class:`FastEmbedder` runs fastembed (ONNX Runtime, CPU) fully offline
-  (``HF_HUB_OFFLINE=1``). By default it loads the packaged multilingual-e5-small
-  folder (:mod:`indexer.embedding.e5_files`; all-MiniLM-L6-v2 int8,
-  :mod:`indexer.embedding.model_files`, is the other packaged model: :mod:`indexer.embedding.packaged`),
-  adding the prefixes the model was trained with; a config may name any fastembed
+  (``HF_HUB_OFFLINE=1``). By default it loads the packaged all-MiniLM-L6-v2 int8
+  folder (:mod:`indexer.embedding.model_files`; multilingual-e5-small,
+  :mod:`indexer.embedding.e5_files`, is the other packaged model: :mod:`indexer.embedding.packaged`),
+  adding the prefixes a model was trained with; a config may name any fastembed
   model (taken from fastembed's local cache, never downloaded) or a local
   folder. Each call sorts its texts by token count and runs batches of at
   most ``batch_size`` texts *and* ``max_batch_tokens`` padded tokens (texts ×

@@ -118,7 +118,7 @@ class QmdConfig(_Section):
 
 
 class EmbeddingConfig(_Section):
-    model: str = "intfloat/multilingual-e5-small-q4"  # indexer.embedding.packaged.DEFAULT (issue 36)
+    model: str = "sentence-transformers/all-MiniLM-L6-v2"  # indexer.embedding.packaged.DEFAULT
     model_path: str = ""
     batch_size: int = Field(32, ge=1, le=256)
     # padded tokens per model batch (texts x the longest); 0: batches bounded by batch_size only
