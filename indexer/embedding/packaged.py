@@ -47,7 +47,7 @@ E5_SMALL = PackagedModel(e5_files.MODEL_NAME, e5_files.FOLDER_NAME, e5_files.FIN
                          cosine_floor=0.73, cosine_ceiling=0.94)
 MODELS: dict[str, PackagedModel] = {m.name: m for m in (MINILM, E5_SMALL)}
 #: MiniLM: e5 finds more with the vector stage alone (LoCoMo R@10 56.3 vs 48.9) but not with hybrid, the
-#: default mode (69.7 vs 70.2 cross-validated), for ~1.8x the query CPU and ~0.6x the sync throughput
+#: default mode (70.0 vs 70.2 cross-validated), for ~1.8x the query CPU and ~0.6x the sync throughput
 #: (bench/recall_compare.py, bench/recall_models.py): by recall per cost, MiniLM stays the default.
 DEFAULT = MINILM
 
