@@ -223,10 +223,12 @@ def test_the_lock_refuses_a_second_writer(setup):
 
 def test_sigterm_mid_sync_exits_0_quickly_and_the_next_start_converges(tmp_path):
     ledger = tmp_path / "agents.db"
-    big_ledger(ledger, 300)
+    big_ledger(ledger, 96)
     port = free_port()
     cfg = write_config(tmp_path, ledger, port)
-    d = Daemon(cfg, port, log_level="debug")
+    # Writes of 32 documents: three in the backfill, the signal lands in the second (the real model
+    # embeds each write; 300 turns in writes of 128 cost four times the model work to show the same).
+    d = Daemon(cfg, port, log_level="debug", env={"LEDGER_INDEXER_SYNC_DOCS_PER_WRITE": "32"})
     d.wait_for_write_in_progress(after=1)
     started = time.monotonic()
     assert d.stop(signal.SIGTERM, timeout=15) == 0
