@@ -17,6 +17,10 @@ from exporters.qmd import QmdExporter
 from tests.daemon_process import ROOT, big_ledger, free_port, write_config
 from tests.test_qmd_exporter import PERSONA, make_doc
 
+# Enough that a forced reindex is still staging when it is killed (it is killed at 20 staged files,
+# checked every 5 ms: four writes of 128 documents leave a wide margin); 1,500 cost three times as much.
+TURNS = 500
+
 
 def _staging(export: Path) -> dict[str, int]:
     """Staging folders of ``export`` and the files each holds."""
@@ -51,13 +55,13 @@ def _kill_mid_rebuild(config: Path, export: Path) -> dict[str, int]:
 
 def test_staging_left_by_a_reindex_killed_mid_way_is_swept_at_maintenance_and_at_open(tmp_path):
     ledger = tmp_path / "agents.db"
-    big_ledger(ledger, 1500, words=12)
+    big_ledger(ledger, TURNS, words=12)
     config = write_config(tmp_path, ledger, free_port(), sinks=("qmd",), token=None)
     export = tmp_path / "index" / "qmd"
     first = _cli(config, "sync")
     assert first.wait(timeout=300) == 0, first.stderr.read()[-2000:]
     live = QmdExporter(export).paths(PERSONA)
-    assert len(live) == 1500
+    assert len(live) == TURNS
 
     # an exporter open in a running process (the daemon's) finds it at its next maintenance
     running = QmdExporter(export)
