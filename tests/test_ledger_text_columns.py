@@ -6,9 +6,13 @@ sessions of the persona and every other persona are indexed by the same pass, ta
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+from tests.conftest import make_config
 from fake_embedder import FakeEmbedder
 
 from indexer.sync.context import Indexer, build_sinks
@@ -16,7 +20,7 @@ from indexer.sync.engine import sync_once
 from indexer.sync.progress import ProgressTotals
 from ledger.connection import INTEGER_COLUMNS, READ_COLUMNS
 from ledger.reader import LedgerReader
-from ledger.writer import schema_sql
+from ledger.writer import LedgerWriter, schema_sql
 from tests.test_ledger_bad_values import _ledger_head as _head_id
 from tests.test_sync import expected_paths
 
@@ -57,19 +61,53 @@ def _indexer(config):
                    redaction_version="t")
 
 
+@dataclass(frozen=True)
+class Backfilled:
+    """A clean ledger and its index after a backfill pass, and where the writer stood."""
+
+    root: Path
+    calm: tuple[str, ...]
+    writer_state: tuple
+
+
+@pytest.fixture(scope="module")
+def backfilled(tmp_path_factory) -> Backfilled:
+    """The backfill of the clean ledger every case starts from, run once: each case gets a copy
+    (ledger, state DB, LanceDB tables) instead of paying for a backfill of the same three turns."""
+    root = tmp_path_factory.mktemp("backfilled")
+    ledger = root / "ledger" / "agents.db"
+    ledger.parent.mkdir()
+    with LedgerWriter(ledger, start_ms=1_763_000_000_000, seed=3) as w:
+        calm = (w.turn("calm", persona="atlas", user="the harbour crane is blue", assistant="noted"),)
+        w.turn("hurt", persona="atlas", user="first words of hurt", assistant="ok")
+        w.turn("elsewhere", persona="nova", user="the okapi sleeps", assistant="fine")
+        ix = _indexer(make_config(root, ledger, sinks=("lancedb",)))
+        try:
+            sync_once(ix, progress=ProgressTotals())  # a backfill of a clean ledger
+        finally:
+            ix.close()
+        state = (w.rng.getstate(), w._clock, w._seq)
+    return Backfilled(root, calm, state)
+
+
 @pytest.mark.parametrize("table, column, value", _cases())
-def test_a_non_text_value_in_a_text_column_never_stalls_a_pass(table, column, value, writer, ledger_path,
-                                                               config_factory):
-    calm = [writer.turn("calm", persona="atlas", user="the harbour crane is blue", assistant="noted")]
-    writer.turn("hurt", persona="atlas", user="first words of hurt", assistant="ok")
-    writer.turn("elsewhere", persona="nova", user="the okapi sleeps", assistant="fine")
-    ix = _indexer(config_factory(sinks=("lancedb",)))
+def test_a_non_text_value_in_a_text_column_never_stalls_a_pass(table, column, value, backfilled, tmp_path):
+    root = tmp_path / "case"
+    shutil.copytree(backfilled.root, root)
+    ledger_path = root / "ledger" / "agents.db"
+    writer = LedgerWriter(ledger_path)
+    writer.rng.setstate(backfilled.writer_state[0])
+    writer._clock, writer._seq = backfilled.writer_state[1:]
+    calm = list(backfilled.calm)
+    ix = _indexer(make_config(root, ledger_path, sinks=("lancedb",)))
 
     def calm_indexed() -> set[str]:
         return {p.rsplit("/", 1)[-1][:-3] for p in ix.state.paths("atlas") if p.startswith("sessions/calm/")}
 
     try:
-        sync_once(ix, progress=ProgressTotals())  # a backfill of a clean ledger
+        # a pass over the unchanged copy: this indexer has run a pass, as the one that backfilled had
+        assert sync_once(ix, progress=ProgressTotals()).documents_written == 0
+        assert calm_indexed() == set(calm)
         turn = writer.turn("hurt", persona="atlas", user="the turn that breaks", assistant="ok")
         compaction = writer.compaction("hurt", persona="atlas", summary="what hurt said so far")
         head = writer.turn("hurt", persona="atlas", user="after the broken turn", assistant="ok")
@@ -81,7 +119,7 @@ def test_a_non_text_value_in_a_text_column_never_stalls_a_pass(table, column, va
         con.commit()
         con.close()
         # a tail pass with a progress plan, as the daemon runs it (the plan reads every moved session)
-        sync_once(ix, progress=ProgressTotals())
+        assert sync_once(ix, progress=ProgressTotals()).personas["atlas"].mode == "tail"
         assert ix.state.get_cursor("atlas") == ix.state.get_cursor("nova") == _head_id(ledger_path)
         assert calm_indexed() == set(calm)
         calm.append(writer.turn("calm", persona="atlas", user="a later calm turn", assistant="ok"))
@@ -96,6 +134,7 @@ def test_a_non_text_value_in_a_text_column_never_stalls_a_pass(table, column, va
         assert ix.state.paths("nova") == expected_paths(ledger_path, "nova")
     finally:
         ix.close()
+        writer.close()
 
 
 def test_a_label_bound_as_bytes_beside_a_text_label_in_a_tail_pass(writer, ledger_path, config_factory):
