@@ -18,14 +18,20 @@ from indexer.embedding.embedder import FastEmbedder
 from indexer.embedding.model_graph import ModelGraphError, gather_before_dequantize, matmul_nbits
 
 
-def _corpus() -> list[str]:
+# Random-vocabulary texts in the corpus: 160 read most rows of the word table and cost ~45 CPU-s a
+# model pair (`make test-slow`); 40 show the same on a quarter of that in `make test` (what each
+# rewrite computes on every row is also checked on small graphs below).
+RANDOM_TEXTS = [40, pytest.param(160, marks=pytest.mark.slow)]
+
+
+def _corpus(random_texts: int) -> list[str]:
     """Texts that read many rows of the word table (random vocabulary, every length up to
     past the 256-token window), plus ordinary, numeric and non-Latin text."""
     from tokenizers import Tokenizer
 
     vocab = list(Tokenizer.from_file(str(mf.default_model_dir() / "tokenizer.json")).get_vocab())
     rng = random.Random(20261124)
-    texts = [" ".join(rng.choice(vocab) for _ in range(rng.randint(1, 320))) for _ in range(160)]
+    texts = [" ".join(rng.choice(vocab) for _ in range(rng.randint(1, 320))) for _ in range(random_texts)]
     texts += [
         "", "JWT expiry: we settled on 15 minutes for access tokens and 7 days for refresh tokens.",
         "Ünïcödé, 日本語のテキスト, emoji 🚀 and numbers 3.14159 / 2026-11-24.",
@@ -45,12 +51,13 @@ def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
 
-def test_int8_lookup_tables_compute_bit_identical_vectors(tmp_path: Path) -> None:
+@pytest.mark.parametrize("random_texts", RANDOM_TEXTS)
+def test_int8_lookup_tables_compute_bit_identical_vectors(tmp_path: Path, random_texts: int) -> None:
     source = mf.locate_sources()["model.onnx"].read_bytes()
     packaged = FastEmbedder(mf.MODEL_NAME, model_path=_folder_with(tmp_path, "packaged", source))
     gathered = FastEmbedder(mf.MODEL_NAME, model_path=_folder_with(tmp_path, "gathered", gather_before_dequantize(source).data))
 
-    texts = _corpus()
+    texts = _corpus(random_texts)
     got, want = gathered.embed(texts), packaged.embed(texts)
     assert got.shape == want.shape == (len(texts), 384)
     assert np.array_equal(got, want)  # bit for bit
@@ -58,7 +65,8 @@ def test_int8_lookup_tables_compute_bit_identical_vectors(tmp_path: Path) -> Non
         assert np.array_equal(gathered.embed_query(query), packaged.embed_query(query))
 
 
-def test_the_assembled_model_embeds_close_to_the_packaged_one(tmp_path: Path) -> None:
+@pytest.mark.parametrize("random_texts", RANDOM_TEXTS)
+def test_the_assembled_model_embeds_close_to_the_packaged_one(tmp_path: Path, random_texts: int) -> None:
     """The shipped file (tables gathered, layers as 8-bit MatMulNBits with int8 activations) against
     the packaged file run as it is: close vectors, the same nearest neighbours, its own fingerprint."""
     assembled = FastEmbedder(mf.MODEL_NAME)
@@ -67,7 +75,7 @@ def test_the_assembled_model_embeds_close_to_the_packaged_one(tmp_path: Path) ->
     source = mf.locate_sources()["model.onnx"].read_bytes()
     packaged = FastEmbedder(mf.MODEL_NAME, model_path=_folder_with(tmp_path, "packaged", source))
 
-    texts = _corpus()
+    texts = _corpus(random_texts)
     got, want = assembled.embed(texts), packaged.embed(texts)
     cos = _cosines(got, want)
     # Measured here: median 0.9987, min 0.9947 (the empty and one-word texts, whose vectors rest on
