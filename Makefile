@@ -69,9 +69,13 @@ run: setup
 	  exec $(VENV)/bin/ledger-indexer --config $(DEMO)/ledger-indexer.toml run --demo-hints; \
 	fi
 
+# Two pytest workers (pytest-xdist), each taking whole files: a file's module fixtures (one daemon,
+# one synced index) are built once. `make test TEST_WORKERS=0` runs in this process, one at a time.
+TEST_WORKERS ?= 2
+
 test: setup qmd
 	$(VENV)/bin/lint-imports --no-cache
-	$(PY) -m pytest -q --durations=25
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 test-slow: setup qmd
 	$(PY) -m pytest -q -m slow
