@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from tests.conftest import make_config
 from fake_embedder import FakeEmbedder
 
 from indexer.sync.context import Indexer, build_sinks
@@ -21,6 +20,7 @@ from indexer.sync.progress import ProgressTotals
 from ledger.connection import INTEGER_COLUMNS, READ_COLUMNS
 from ledger.reader import LedgerReader
 from ledger.writer import LedgerWriter, schema_sql
+from tests.conftest import make_config
 from tests.test_ledger_bad_values import _ledger_head as _head_id
 from tests.test_sync import expected_paths
 
