@@ -37,6 +37,12 @@ class IndexLocation:
     lease: timedelta = timedelta(seconds=60)
     #: a local folder: how searchers read the table files (:mod:`exporters.lancedb.local_reads`)
     local_reads: LocalReads = LocalReads.AUTO
+    #: object storage: a reader's local copy of the live tables (:mod:`exporters.lancedb.mirror`);
+    #: None or a budget of 0: every query reads the store
+    cache_dir: Path | None = None
+    cache_disk_bytes: int = 0
+    #: a searching process's index cache (opened vector partitions, full-text postings)
+    cache_memory_bytes: int = 1 << 30
 
     @classmethod
     def of(cls, where: IndexLocation | Path | str) -> IndexLocation:
@@ -47,9 +53,11 @@ class IndexLocation:
 
     @classmethod
     def from_config(cls, config: Config) -> IndexLocation:
-        return cls(config.lancedb_uri, dict(config.index.storage_options),
-                   timedelta(seconds=config.index.refresh_seconds), timedelta(seconds=config.index.lease_seconds),
-                   LocalReads(config.index.local_reads))
+        index = config.index
+        return cls(config.lancedb_uri, dict(index.storage_options),
+                   timedelta(seconds=index.refresh_seconds), timedelta(seconds=index.lease_seconds),
+                   LocalReads(index.local_reads), Path(index.cache_dir) if index.cache_dir else index.dir / "reader-cache",
+                   index.cache_disk_mb << 20, index.cache_memory_mb << 20)
 
     @property
     def scheme(self) -> str:

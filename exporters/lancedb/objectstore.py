@@ -22,9 +22,9 @@ from exporters.lancedb.published import PublishedScopes, ScopePublisher
 from exporters.lancedb.store import _connect
 
 
-def _connect_checked(location: IndexLocation, *, reader: bool):
+def _connect_checked(location: IndexLocation, *, reader: bool, session=None):
     try:
-        return _connect(location, reader=reader)
+        return _connect(location, reader=reader, session=session)
     except Exception as e:
         raise SinkError(f"lancedb: cannot open {location.describe()}: {e}. Check index.uri and "
                         "[index.storage_options] (credentials, aws_endpoint, aws_region, allow_http)") from e
@@ -60,9 +60,10 @@ def open_publisher(location: IndexLocation, *, role: str, writer_dir: Path | Non
                                   "index_dir": str(writer_dir) if writer_dir else None})
 
 
-def open_remote_reader(location: IndexLocation):
-    """(connection, pointer, published scopes) for a reader: refreshed at most every ``location.refresh``."""
-    db = _connect_checked(location, reader=True)
+def open_remote_reader(location: IndexLocation, session=None):
+    """(connection, pointer, published scopes) for a reader: refreshed at most every ``location.refresh``.
+    ``session``: the LanceDB session (caches) to share with the reader's local copies."""
+    db = _connect_checked(location, reader=True, session=session)
     refresh = location.refresh.total_seconds()
     pointer = TablePointer(db, reader=True, refresh_s=refresh, where=f"{location.describe()}/_active")
     return db, pointer, PublishedScopes(db, location.describe(), refresh_s=refresh)

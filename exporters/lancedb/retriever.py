@@ -62,7 +62,7 @@ from exporters.lancedb.schema import (
     sql_str,
     vector_nprobes,
 )
-from exporters.lancedb.store import _connect, _paths_of, _read_doc
+from exporters.lancedb.store import _connect, _paths_of, _read_doc, new_session
 from indexer.core.scopes import ScopeFilter
 
 _WORD = re.compile(r"[\w']+", re.UNICODE)
@@ -139,7 +139,8 @@ class Retriever:
             from exporters.lancedb.objectstore import open_remote_reader
 
             self.db_dir = None
-            self._db, self._pointer, self.published = open_remote_reader(self.location)
+            self.session = new_session(reader=True, index_cache_bytes=self.location.cache_memory_bytes)
+            self._db, self._pointer, self.published = open_remote_reader(self.location, self.session)
         self._tables: dict[str, Any] = {}
         self._has_seq: dict[str, bool] = {}
         self._counts: OrderedDict[tuple[str, str], tuple[int, float]] = OrderedDict()
@@ -150,9 +151,24 @@ class Retriever:
         self.whole_reads = 0
         self.whole_overflows = 0
         self._lock = threading.Lock()
+        self.session = getattr(self, "session", None)
         #: False: every vector query is an exact scan (the benchmark's "without the index").
         self.use_vector_index = True
         self.rank_caches = RankCaches(rank_cache_bytes, read_all=_read_all, read_rows=_read_rows)
+        #: object storage: local copies of the live tables, kept current in the background
+        #: (:mod:`exporters.lancedb.reader_cache`); None: every query reads the store
+        self.cache = None
+        if not self.location.is_local:
+            from exporters.lancedb.reader_cache import ReaderCache
+
+            from exporters.lancedb.pointer import TablePointer
+
+            # its own read of the pointer (its own refresh clock): a prefetch at start must not
+            # make the queries' pointer wait a refresh interval to see the writer's first tables
+            pointer = TablePointer(self._db, reader=True, refresh_s=self.location.refresh.total_seconds(),
+                                   where=f"{self.location.describe()}/_active")
+            self.cache = ReaderCache.maybe(self.location, self.session, warmed=self._warmed,
+                                           live=lambda: {e["table"] for e in pointer.get()["personas"].values()})
 
     # -- tables --
 
@@ -171,6 +187,10 @@ class Retriever:
         if not entry:
             return None
         name = entry["table"]
+        if self.cache is not None:
+            local = self.cache.table(name)  # the local copy once complete (no object read)
+            if local is not None:
+                return local
         with self._lock:
             tbl = self._tables.get(name)
             if tbl is None:
@@ -210,10 +230,26 @@ class Retriever:
     def warm(self, persona: str) -> bool:
         """Load the rank columns of ``persona``'s live table into memory now (a daemon's start);
         False when there is no table, no cache, or it does not fit."""
+        if self.cache is not None and not self.cache.ready:
+            return False  # the cache's refresher loads them from the local copy after its prefetch
         table = self.active_table(persona)
         return table is not None and self.rank_caches.load(table, self.rank_columns(table))
 
+    def _warmed(self, name: str, table) -> None:
+        """A live table's local copy is complete at start-up: its rank columns into memory."""
+        if self.rank_caches.enabled:
+            self.rank_caches.load(table, self.rank_columns(table))
+
+    def memory_bytes(self) -> int:
+        """Memory held by this reader's caches: LanceDB's session (indexes, metadata) and the rank columns."""
+        held = self.rank_caches.nbytes
+        if self.session is not None:
+            held += int(self.session.size_bytes())
+        return held
+
     def close(self) -> None:
+        if self.cache is not None:
+            self.cache.close()
         self.rank_caches.close()
         with self._lock:
             self._tables.clear()

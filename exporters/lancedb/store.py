@@ -25,17 +25,27 @@ TMP_SWEEP_AGE_RUNNING = timedelta(minutes=30)
 #: of ~35). Memory is taken only as indexes are used. The writer's stays small.
 READER_INDEX_CACHE_BYTES = 1 << 30
 WRITER_INDEX_CACHE_BYTES = 256 << 20
+METADATA_CACHE_BYTES = 64 << 20
 
 
-def _connect(where: IndexLocation | Path | str, *, reader: bool) -> lancedb.DBConnection:
+def new_session(*, reader: bool, index_cache_bytes: int | None = None):
+    """A LanceDB session (its index and metadata caches); None where this lancedb has no such API."""
     try:
-        session = lancedb.Session(
-            index_cache_size_bytes=READER_INDEX_CACHE_BYTES if reader else WRITER_INDEX_CACHE_BYTES,
-            metadata_cache_size_bytes=64 << 20,
+        return lancedb.Session(
+            index_cache_size_bytes=(index_cache_bytes or READER_INDEX_CACHE_BYTES) if reader else WRITER_INDEX_CACHE_BYTES,
+            metadata_cache_size_bytes=METADATA_CACHE_BYTES,
         )
     except Exception:  # pragma: no cover - older/newer Session signature
-        session = None
-    return IndexLocation.of(where).connect(reader=reader, session=session)
+        return None
+
+
+def _connect(where: IndexLocation | Path | str, *, reader: bool, session=None) -> lancedb.DBConnection:
+    """A connection with its own session, or ``session`` (a reader shares one between the store
+    and its local copies: one memory budget)."""
+    location = IndexLocation.of(where)
+    if session is None:
+        session = new_session(reader=reader, index_cache_bytes=location.cache_memory_bytes)
+    return location.connect(reader=reader, session=session)
 
 
 @contextmanager

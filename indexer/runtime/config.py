@@ -74,6 +74,13 @@ class IndexConfig(_Section):
     # How a searcher reads a local index's files: "io_uring" (fewer thread handoffs: less CPU per
     # query), "threads" (lance's default), "auto" (io_uring where the kernel lets this process use it).
     local_reads: Literal["auto", "io_uring", "threads"] = "auto"
+    # On object storage: a reader's local copy of the live tables' immutable files (exporters/lancedb/
+    # mirror.py), so a warm query reads no object; 0 turns it off (every query reads the store).
+    cache_disk_mb: int = Field(20480, ge=0, le=16 * 2**20)
+    # Where that copy lives: "" = <dir>/reader-cache.
+    cache_dir: str = ""
+    # Memory for opened indexes (vector partitions, full-text postings) of a searching process.
+    cache_memory_mb: int = Field(1024, ge=64, le=65536)
 
     @field_validator("uri")
     @classmethod

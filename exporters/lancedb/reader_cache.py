@@ -1,0 +1,182 @@
+"""A reader's cache of an object-store index: its local copies, kept current in the background.
+
+:class:`ReaderCache` owns the :class:`~exporters.lancedb.mirror.TableMirror` of one retriever
+and a thread that, once per ``[index] refresh_seconds``, brings the copy of every live table
+up to the store's latest version (one LIST per table when nothing changed; a new version's
+files otherwise). Queries never wait for it: they read the local copy of the version it last
+completed, or the store while a table's first copy is being made.
+
+Start-up: a reader started cold prefetches every live table (progress in the log,
+``reader_cache.prefetch``), checks the files it already had (size and CRC-32: a corrupt one is
+fetched again), then loads the rank columns into memory: :attr:`ReaderCache.state` goes
+``cold`` -> ``prefetching`` -> ``warm`` (``/healthz`` reports it as ``cache``).
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from exporters.lancedb.location import IndexLocation
+from exporters.lancedb.mirror import MirrorUnsupported, ObjectFiles, TableMirror
+
+log = structlog.get_logger("exporters.lancedb.reader_cache")
+
+#: A progress line at most this often during a prefetch.
+PROGRESS_EVERY_S = 5.0
+
+
+class CacheState(str, enum.Enum):
+    OFF = "off"
+    COLD = "cold"
+    PREFETCHING = "prefetching"
+    WARM = "warm"
+
+
+class ReaderCache:
+    """Local copies of the live tables of ``location`` (object storage), kept current by a
+    background thread; ``live()`` names the live tables, ``warmed(name, table)`` is called
+    with a copy's local table after the start-up prefetch (the rank columns' load)."""
+
+    def __init__(self, location: IndexLocation, session: Any, *, live: Callable[[], set[str]],
+                 warmed: Callable[[str, Any], None] | None = None, files: ObjectFiles | None = None) -> None:
+        from exporters.lancedb.store import _connect
+
+        root = location.cache_dir / _slug(location.uri)
+        self.mirror = TableMirror(root, location.cache_disk_bytes, files or ObjectFiles(location.uri,
+                                                                                     location.storage_options))
+        self.refresh_s = max(location.refresh.total_seconds(), 0.2)
+        self._db = _connect(IndexLocation(str(root)), reader=True, session=session)
+        self._tables: dict[str, Any] = {}
+        self._live = live
+        self._warmed = warmed
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.state = CacheState.COLD
+        self.started = time.monotonic()
+        self.warm_seconds: float | None = None
+        self.progress = {"files": 0, "files_done": 0, "bytes": 0, "bytes_done": 0}
+        self.syncs = 0
+        self.last_error: str | None = None
+        self._thread = threading.Thread(target=self._run, name="reader-cache", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def maybe(cls, location: IndexLocation, session: Any, **kwargs) -> ReaderCache | None:
+        """The cache of ``location``, or None (a local folder, a budget of 0, a store without a lister)."""
+        if location.is_local or location.cache_dir is None or location.cache_disk_bytes <= 0:
+            return None
+        try:
+            return cls(location, session, **kwargs)
+        except MirrorUnsupported as exc:
+            log.warning("reader_cache.off", reason=str(exc), action="every query reads the store")
+            return None
+
+    # -- queries' side --
+
+    def table(self, name: str):
+        """The local table ``name`` when its copy is complete, else None (read the store)."""
+        if not self.mirror.ready(name):
+            return None
+        self.mirror.touch(name)
+        with self._lock:
+            tbl = self._tables.get(name)
+            if tbl is None:
+                tbl = self._tables[name] = self._db.open_table(name)
+            return tbl
+
+    def status(self) -> dict[str, Any]:
+        """For /healthz and status: state, prefetch progress, bytes held, the time to warm."""
+        return {"state": self.state.value, **self.progress, "disk_bytes": self.mirror.nbytes,
+                "budget_bytes": self.mirror.budget_bytes, "warm_seconds": self.warm_seconds,
+                "last_error": self.last_error}
+
+    @property
+    def ready(self) -> bool:
+        return self.state is CacheState.WARM
+
+    def wait_warm(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while self.state is not CacheState.WARM and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.state is CacheState.WARM
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        self.mirror.close()
+        with self._lock:
+            self._tables.clear()
+
+    # -- the refresher --
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._prefetch()
+                break
+            except Exception as exc:  # the store unreachable at start: queries read it (or fail) meanwhile
+                self._failed(exc)
+                if self._stop.wait(self.refresh_s):
+                    return
+        while not self._stop.wait(self.refresh_s):
+            try:
+                self.sync_now()
+            except Exception as exc:
+                self._failed(exc)
+
+    def _failed(self, exc: Exception) -> None:
+        msg = f"{type(exc).__name__}: {str(exc)[:300]}"
+        if msg != self.last_error:
+            log.warning("reader_cache.sync_failed", error=msg, action="retried at the next refresh")
+        self.last_error = msg
+
+    def _prefetch(self) -> None:
+        self.state = CacheState.PREFETCHING
+        names = sorted(self._live())
+        log.info("reader_cache.prefetch", tables=len(names), state="started", budget_mb=self.mirror.budget_bytes >> 20)
+        last = [0.0]
+
+        def progress(files_done: int, files: int, done: int, total: int) -> None:
+            self.progress.update(files=files, files_done=files_done, bytes=total, bytes_done=done)
+            now = time.monotonic()
+            if now - last[0] >= PROGRESS_EVERY_S or files_done == files:
+                last[0] = now
+                log.info("reader_cache.prefetch", files=f"{files_done}/{files}",
+                         mb=f"{done / 1e6:,.0f}/{total / 1e6:,.0f}", seconds=round(now - self.started, 1))
+
+        for name in names:
+            self.mirror.verify(name)  # files kept from an earlier run: a damaged one is fetched again
+            self.mirror.sync(name, progress=progress)
+        for name in names:
+            table = self.table(name)
+            if table is not None and self._warmed is not None:
+                self._warmed(name, table)
+        self.warm_seconds = time.monotonic() - self.started
+        self.state = CacheState.WARM
+        self.last_error = None
+        log.info("reader_cache.prefetch", state="warm", tables=len(names), seconds=round(self.warm_seconds, 1),
+                 disk_mb=round(self.mirror.nbytes / 1e6, 1))
+
+    def sync_now(self) -> None:
+        """Bring every live table's copy up to the store's latest version (the refresher's pass)."""
+        for name in sorted(self._live()):
+            self.mirror.sync(name)
+        self.syncs += 1
+        self.last_error = None
+
+
+def _slug(uri: str) -> str:
+    """A folder name of its own per index URI (one cache folder may serve several)."""
+    import hashlib
+
+    tail = "".join(c if c.isalnum() else "-" for c in uri.split("://", 1)[-1])[-40:].strip("-")
+    return f"{tail}-{hashlib.sha256(uri.encode()).hexdigest()[:8]}"
+
+
+__all__ = ["CacheState", "ReaderCache"]
