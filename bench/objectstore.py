@@ -49,6 +49,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench import objectstore_readers as readers
 from bench.common import OUT, Timer, file_lock, fmt_s, loadavg, log, md_table, percentile, write_outputs
 from bench.latency import (
     PoolEmbedder,
@@ -355,45 +356,6 @@ def server_check(s3, size_mb: int = 32, reads: int = 15) -> dict:
     return out
 
 
-def modes(entry: dict, real, questions: Sequence[str], n: int) -> dict:
-    """p50/p95 per search mode (where an object store's time goes), persona scope."""
-    from indexer.search.searcher import Searcher, SearchRequest
-
-    searcher = Searcher(entry["config"], embedder=real)
-    out = {}
-    try:
-        for mode in ("vector", "keyword", "hybrid"):
-            reqs = [SearchRequest(query=questions[i % len(questions)], persona=PERSONA, scope="persona", mode=mode)
-                    for i in range(n + 1)]
-            searcher.search(reqs[0])
-            times = []
-            for r in reqs[1:]:
-                t0 = time.perf_counter()
-                searcher.search(r)
-                times.append((time.perf_counter() - t0) * 1000)
-            out[mode] = {"p50": percentile(times, 50), "p95": percentile(times, 95), "n": n}
-            log(f"  {entry['info']['store']} {mode}: p50 {out[mode]['p50']:.0f} ms")
-    finally:
-        searcher.close()
-    return out
-
-
-def modes_report(size: str, rows: dict, index: str) -> str:
-    table = md_table(["store", "vector p50 / p95", "keyword p50 / p95", "hybrid p50 / p95"],
-                     [[store] + [f"{m[k]['p50']:.0f} / {m[k]['p95']:.0f} ms" for k in ("vector", "keyword", "hybrid")]
-                      for store, m in rows.items()], align=["l", "r", "r", "r"])
-    return f"""### Where the time goes on object storage ({size}, persona scope, by mode)
-
-{table}
-
-`vector`: the vector stage, prefiltered by the scope (vector index: {index}; with none, a flat
-scan of the vector column). `keyword`: the FTS index and the hits' result columns. `hybrid`:
-both, and the keyword hits fetch their vectors too (exact vector scores for every candidate):
-200 rows taken at random positions, one ranged GET each on an object store. S3 server: moto with
-ranged reads at the cost of the range (`bench/s3_ranges.py`). Load average at the end: {loadavg()}.
-"""
-
-
 def _s(v) -> str:
     return "–" if v is None else fmt_s(v)
 
@@ -453,14 +415,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="10k only, 30 queries")
     ap.add_argument("--sizes", default=None, help="comma-separated subset of 10k,100k,1m (default all three)")
     ap.add_argument("--queries", type=int, default=None, help="queries per row (default 100; --quick 30)")
-    ap.add_argument("--s3-queries", type=int, default=None, help="queries per S3 row (default: as --queries)")
+    ap.add_argument("--s3-queries", type=int, default=None,
+                    help="queries per mode of the S3 reader without the cache (default: 20, at most --queries)")
     ap.add_argument("--s3-max", default="100k", choices=sorted(SIZES, key=SIZES.get),
                     help="largest size also measured on S3 (default 100k; 1m uploads the local 1M build)")
     ap.add_argument("--s3-server", choices=("ranges", "moto"), default="ranges",
                     help="ranges (default): moto with ranged reads at the cost of the range (bench/s3_ranges.py); "
                     "moto: unpatched, for comparison (every ranged GET reads the whole object)")
-    ap.add_argument("--modes", action="store_true", help="only the per-mode breakdown, local vs S3, at the "
-                    "first size (section objectstore-modes)")
     args = ap.parse_args(argv)
     sizes = (args.sizes or ("10k" if args.quick else "10k,100k,1m")).split(",")
     unknown = [s for s in sizes if s not in SIZES]
@@ -481,18 +442,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     plain = args.s3_server == "moto"
     s3 = start_s3(own_process=True, server_module="moto.server" if plain else "bench.s3_ranges")
     rows: list[dict] = []
-    if args.modes:
-        try:
-            size = sizes[0]
-            local = build_local_cached(size, SIZES[size], real, pool, pool_vecs, emb)
-            remote = build("s3", size, SIZES[size], emb, pool, s3)
-            found = {"local": modes(local, real, questions, nq), "s3": modes(remote, real, questions, nq)}
-        finally:
-            s3.stop()
-        path = write_outputs(f"{NAME}-modes", modes_report(size, found, local["info"].get("index", "?")), found)
-        log(f"wrote {path}")
-        return 0
     server = None
+    reader_rows: dict[str, dict] = {}
+    local_p50: dict[str, float] = {}
     try:
         server = server_check(s3)
         for size in sizes:
@@ -508,17 +460,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             with Timer() as t:
                 remote = build("s3", size, n, emb, pool, s3) if n <= 100_000 else upload(local, s3, size)
             timing[f"{size} s3 {'build' if n <= 100_000 else 'upload'}"] = t.seconds
-            remote["lat"] = latency(remote, real, questions, args.s3_queries or nq, s3)
+            with Timer() as t:
+                found = readers.readers(remote, real, questions, nq, args.s3_queries or min(nq, 20), s3, ROOT)
+            timing[f"{size} s3 readers"] = t.seconds
+            remote["lat"] = found["direct"]["hybrid"] | {"requests_per_query": {
+                "GET": found["direct"]["hybrid"]["requests"], "get_bytes": found["direct"]["hybrid"]["get_bytes"]}}
+            reader_rows[size] = found
+            local_p50[size] = local["lat"]["p50"]
             if n > 100_000:
                 with Timer() as t:
                     maintain_s3(remote, emb, pool, s3)
                 timing[f"{size} s3 maintenance and index re-train"] = t.seconds
+            with Timer() as t:
+                found["maintenance"] = readers.maintenance_steps(remote, emb, pool, s3, n + 2 * MAINT_DOCS)
+            timing[f"{size} s3 maintenance by step"] = t.seconds
             rows.append(remote)
-            write_outputs(NAME, report(rows, timing, server, plain), _data(rows, server, plain))
+            write_outputs(NAME, report(rows, timing, server, plain) + "\n" + readers.report(reader_rows, local_p50),
+                          _data(rows, server, plain) | {"readers": reader_rows})
     finally:
         s3.stop()
     timing["total"] = time.perf_counter() - started
-    path = write_outputs(NAME, report(rows, timing, server, plain), _data(rows, server, plain))
+    path = write_outputs(NAME, report(rows, timing, server, plain) + "\n" + readers.report(reader_rows, local_p50),
+                         _data(rows, server, plain) | {"readers": reader_rows})
     log(f"wrote {path} ({fmt_s(timing['total'])})")
     return 0
 

@@ -29,6 +29,7 @@ returns the counts in a header of every object response, ``x-bench-requests`` (J
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 from collections import Counter
@@ -37,6 +38,7 @@ PATCHED = "_bench_in_memory_value"
 COUNTS_HEADER = "x-bench-requests"
 _counts: Counter = Counter()
 _counts_lock = threading.Lock()
+_trace = open(os.environ["BENCH_S3_TRACE"], "a") if os.environ.get("BENCH_S3_TRACE") else None
 
 
 def patch_moto() -> None:
@@ -74,6 +76,10 @@ def patch_moto() -> None:
     def counted_key_response(self, request, full_url, headers):
         response = key_response(self, request, full_url, headers)
         with _counts_lock:
+            if _trace is not None:  # BENCH_S3_TRACE: one line per object request (what a query reads)
+                _trace.write(f"{request.method} {full_url.split('?')[0].split('/', 3)[-1]} "
+                             f"{request.headers.get('Range', '-')}\n")
+                _trace.flush()
             _counts[request.method] += 1
             if isinstance(response, tuple) and len(response) == 3 and isinstance(response[1], dict):
                 if request.method == "GET" and isinstance(response[2], (bytes, bytearray)):

@@ -52,6 +52,8 @@ MUTABLE = frozenset({"_versions/latest_version_hint.json", "_latest.manifest"})
 #: A file the store no longer lists is kept this long before it is removed here: a query that
 #: opened the version before the writer's clean-up may still read it.
 VANISHED_GRACE_S = 120.0
+#: A copy used this recently is not dropped to make room for another table in use.
+IDLE_S = 60.0
 FETCH_THREADS = 4
 CHUNK = 8 << 20
 INDEX_SUFFIX = ".files.json"
@@ -156,8 +158,11 @@ class TableMirror:
         self._pool = ThreadPoolExecutor(max_workers=FETCH_THREADS, thread_name_prefix="mirror-fetch")
         for index in self.root.glob(f"*{INDEX_SUFFIX}"):
             self._load(index.name[: -len(INDEX_SUFFIX)])
-        #: files fetched again because the copy's bytes did not match (a test reads it)
+        #: files fetched again because the copy's bytes did not match; copies dropped for room
         self.refetched = 0
+        self.evictions = 0
+        #: a copy used within this many seconds is not dropped for another table in use
+        self.idle_s = IDLE_S
 
     # -- bookkeeping --
 
@@ -206,6 +211,11 @@ class TableMirror:
             copy = self._copies.get(table)
             return copy is not None and copy.complete
 
+    def has(self, table: str) -> bool:
+        """Some copy of ``table`` is here (complete or being made)."""
+        with self._lock:
+            return table in self._copies
+
     def touch(self, table: str) -> None:
         with self._lock:
             copy = self._copies.get(table)
@@ -220,17 +230,22 @@ class TableMirror:
 
     # -- sync --
 
-    def sync(self, table: str, *, progress: Callable[[int, int, int, int], None] | None = None) -> SyncResult:
+    def sync(self, table: str, *, progress: Callable[[int, int, int, int], None] | None = None,
+             keep: frozenset[str] = frozenset()) -> SyncResult:
         """Bring the copy of ``table`` up to the store's objects: fetch what it lacks, drop what
         the store removed (after :data:`VANISHED_GRACE_S`). ``progress(files_done, files,
-        bytes_done, bytes)`` is called as files arrive. Raises what the store raises."""
+        bytes_done, bytes)`` is called as files arrive. Room is made by dropping the least
+        recently used copies, but never one of ``keep`` used in the last :attr:`idle_s` (two
+        tables in use that do not both fit: the one without a copy is read from the store,
+        rather than the copies taking turns). Raises what the store raises."""
         started = time.perf_counter()
         remote = {k: v for k, v in self._files.list(table).items() if k not in MUTABLE}
         result = SyncResult(table)
         if not remote:
             return result
-        need = sum(remote.values())
         with self._lock:
+            old = self._copies.get(table)
+            need = sum(remote.values()) + (sum(old.files[r][0] for r in old.vanished if r in old.files) if old else 0)
             if need > self.budget_bytes:
                 if table not in self._too_big:
                     log.warning("reader_cache.table_too_big", table=table, bytes=need, budget=self.budget_bytes,
@@ -240,9 +255,12 @@ class TableMirror:
                 result.mirrored = False
                 return result
             self._too_big.discard(table)
+            if not self._make_room(table, need, keep):
+                result.mirrored = False
+                return result
             copy = self._copies.setdefault(table, _Copy())
-            copy.used = time.time()
-            self._make_room(table, need)
+            if old is None:  # a refresh does not count as a use (LRU by queries)
+                copy.used = time.time()
         base = self.table_dir(table)
         now = time.time()
         for rel in [r for r in copy.files if r not in remote]:
@@ -292,14 +310,24 @@ class TableMirror:
                      removed=result.removed, seconds=round(result.seconds, 2))
         return result
 
-    def _make_room(self, table: str, need: int) -> None:
-        """Drop the least recently used other copies until ``need`` more bytes fit; under the lock."""
-        have = self._copies[table].nbytes
-        for other in sorted((t for t in self._copies if t != table), key=lambda t: self._copies[t].used):
-            if sum(c.nbytes for t, c in self._copies.items() if t != table) + max(need, have) <= self.budget_bytes:
-                return
+    def _make_room(self, table: str, need: int, keep: frozenset[str]) -> bool:
+        """Drop the least recently used other copies until ``need`` bytes for ``table`` fit; False
+        (nothing dropped) when they cannot without a copy of ``keep`` in use. Under the lock."""
+        def others() -> int:
+            return sum(c.nbytes for t, c in self._copies.items() if t != table)
+
+        idle_since = time.time() - self.idle_s
+        order = sorted((t for t in self._copies if t != table), key=lambda t: self._copies[t].used)
+        droppable = [t for t in order if t not in keep or self._copies[t].used <= idle_since]
+        if others() - sum(self._copies[t].nbytes for t in droppable) + need > self.budget_bytes:
+            return False
+        for other in droppable:
+            if others() + need <= self.budget_bytes:
+                break
             log.info("reader_cache.evicted", table=other, bytes=self._copies[other].nbytes)
             self._forget(other)
+            self.evictions += 1
+        return True
 
     def verify(self, table: str) -> int:
         """Check every cached file of ``table`` against the size and CRC-32 recorded when it was

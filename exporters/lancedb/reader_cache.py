@@ -53,6 +53,8 @@ class ReaderCache:
         self.refresh_s = max(location.refresh.total_seconds(), 0.2)
         self._db = _connect(IndexLocation(str(root)), reader=True, session=session)
         self._tables: dict[str, Any] = {}
+        #: tables queried without a copy, and when (the refresher copies them if they fit)
+        self._wanted: dict[str, float] = {}
         self._live = live
         self._warmed = warmed
         self._lock = threading.Lock()
@@ -80,8 +82,10 @@ class ReaderCache:
     # -- queries' side --
 
     def table(self, name: str):
-        """The local table ``name`` when its copy is complete, else None (read the store)."""
+        """The local table ``name`` when its copy is complete, else None (read the store; the
+        refresher makes a copy if the budget allows)."""
         if not self.mirror.ready(name):
+            self._wanted[name] = time.monotonic()
             return None
         self.mirror.touch(name)
         with self._lock:
@@ -152,7 +156,7 @@ class ReaderCache:
 
         for name in names:
             self.mirror.verify(name)  # files kept from an earlier run: a damaged one is fetched again
-            self.mirror.sync(name, progress=progress)
+            self.mirror.sync(name, progress=progress, keep=frozenset(names))
         for name in names:
             table = self.table(name)
             if table is not None and self._warmed is not None:
@@ -164,9 +168,13 @@ class ReaderCache:
                  disk_mb=round(self.mirror.nbytes / 1e6, 1))
 
     def sync_now(self) -> None:
-        """Bring every live table's copy up to the store's latest version (the refresher's pass)."""
-        for name in sorted(self._live()):
-            self.mirror.sync(name)
+        """Bring every copy of a live table up to the store's latest version, and copy a live
+        table queried without one (the refresher's pass)."""
+        live = frozenset(self._live())
+        recent = time.monotonic() - self.mirror.idle_s
+        for name in sorted(live):
+            if self.mirror.has(name) or self._wanted.get(name, -1e18) >= recent:
+                self.mirror.sync(name, keep=live)
         self.syncs += 1
         self.last_error = None
 

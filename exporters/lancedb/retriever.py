@@ -244,7 +244,7 @@ class Retriever:
         """Memory held by this reader's caches: LanceDB's session (indexes, metadata) and the rank columns."""
         held = self.rank_caches.nbytes
         if self.session is not None:
-            held += int(self.session.size_bytes())
+            held += int(self.session.size_bytes)  # a property
         return held
 
     def close(self) -> None:
