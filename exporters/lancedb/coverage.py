@@ -45,3 +45,31 @@ def coverage(tbl) -> Coverage:
 
 def fold_due(cov: Coverage, *, share: float = FOLD_SHARE, min_rows: int = FOLD_MIN_ROWS) -> bool:
     return cov.unindexed >= max(min_rows, share * cov.rows)
+
+
+def fold_written(sink, written: list[tuple[str, str]]) -> None:
+    """The end of a writer's pass (``LanceSink.after_batch``, under its lock): fold each written
+    live table's new rows into its indexes when :func:`fold_due`, and build its vector index once
+    big enough. Never raises: a table not folded is searched flat until maintenance folds it."""
+    import logging
+    import time
+
+    log = logging.getLogger("exporters.lancedb")
+    for persona, name in written:
+        entry = sink._active["personas"].get(persona)
+        if entry is None or entry.get("table") != name:
+            continue  # swapped out by a rebuild (which folded its table before the switch)
+        started = time.perf_counter()
+        try:
+            tbl = sink._open(name)
+            before = coverage(tbl)
+            if not fold_due(before):
+                continue
+            sink._optimize(tbl)
+            built = sink._maintain_vector_index(tbl, persona, entry)
+        except Exception as e:  # the data is intact; searched flat until maintenance folds it
+            log.warning("lancedb: cannot fold new rows of %s into its indexes: %s", name, e)
+            continue
+        log.info("lancedb: folded %d unindexed rows of %s (%d rows) into its indexes in %.2f s%s",
+                 before.unindexed, name, before.rows, time.perf_counter() - started,
+                 f"; vector index built ({built['reason']})" if built else "")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import logging
 import threading
-import time
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -14,17 +13,15 @@ from typing import Any
 import pyarrow as pa
 
 from exporters.base import SinkError
-from exporters.lancedb.coverage import coverage, fold_due
+import exporters.lancedb.retire as retire
+import exporters.lancedb.vector_maint as vector_maint
+from exporters.lancedb.coverage import fold_written
 from exporters.lancedb.location import IndexLocation
 from exporters.lancedb.pointer import ACTIVE_FILE, _ActivePointer
 from exporters.lancedb.rebuild import LanceRebuild
 from exporters.lancedb.rows import ChunkSettings, document_rows
 from exporters.lancedb.schema import (
     INDEXES,
-    RETRAIN_GROWTH,
-    RETRAIN_SEGMENTS,
-    TABLE_PREFIX,
-    VECTOR_INDEX,
     VECTOR_INDEX_MIN_ROWS,
     TableBuild,
     _clean,
@@ -32,10 +29,8 @@ from exporters.lancedb.schema import (
     make_schema,
     sql_in,
     table_name,
-    vector_index_config,
-    vector_partitions,
 )
-from exporters.lancedb.stats import SinkStats
+from exporters.lancedb.stats import SinkStats, read_table_stats
 from exporters.lancedb.store import (
     TMP_SWEEP_AGE_AT_OPEN,
     TMP_SWEEP_AGE_RUNNING,
@@ -130,7 +125,7 @@ class LanceSink:
         except BaseException:
             self._release_lease()
             raise
-        orphans = self._drop_orphans(0)
+        orphans = retire.drop_orphans(self, 0)
         if orphans:
             log.warning("lancedb: dropped %d table(s) of a build killed before its switch: %s",
                         len(orphans), ", ".join(orphans))
@@ -371,24 +366,7 @@ class LanceSink:
         indexed tables. A tail pass of a few turns only reads index metadata. Never raises."""
         with self._lock:
             written, self._written = sorted(self._written), set()
-            for persona, name in written:
-                entry = self._active["personas"].get(persona)
-                if entry is None or entry.get("table") != name:
-                    continue  # swapped out by a rebuild (which folded its table before the switch)
-                started = time.perf_counter()
-                try:
-                    tbl = self._open(name)
-                    before = coverage(tbl)
-                    if not fold_due(before):
-                        continue
-                    self._optimize(tbl)
-                    built = self._maintain_vector_index(tbl, persona, entry)
-                except Exception as e:  # the data is intact; searched flat until maintenance folds it
-                    log.warning("lancedb: cannot fold new rows of %s into its indexes: %s", name, e)
-                    continue
-                log.info("lancedb: folded %d unindexed rows of %s (%d rows) into its indexes in %.2f s%s",
-                         before.unindexed, name, before.rows, time.perf_counter() - started,
-                         f"; vector index built ({built['reason']})" if built else "")
+            fold_written(self, written)
 
     def close(self) -> None:
         with self._lock:
@@ -456,121 +434,21 @@ class LanceSink:
 
     # ------------------------------------------------------------------ vector index
 
-    @staticmethod
-    def _vector_index_of(tbl):
-        """The table's vector index (lancedb ``IndexConfig``), or None."""
-        for ix in tbl.list_indices():
-            if ix.name == VECTOR_INDEX or list(ix.columns) == ["vector"]:
-                return ix
-        return None
+    # vector index: exporters/lancedb/vector_maint.py (rebuild.py and the benchmarks call these)
+    _vector_index_of = staticmethod(vector_maint.vector_index_of)
 
     def _vector_index_due(self, tbl, recorded: dict[str, Any] | None) -> str | None:
-        """Why the table's vector index must be (re)built now, or None.
-
-        ``create``: none yet and the table has ``vector_index_rows`` rows; ``grown``: the
-        table has ``RETRAIN_GROWTH`` times the rows the index was trained on (its
-        partitions were fitted to far fewer rows); ``segments``: more than
-        ``RETRAIN_SEGMENTS`` delta segments from folding new rows in; ``unrecorded``: an
-        index whose training the pointer does not record (a crash between the build and
-        the pointer write), so readers would not use it."""
-        if self.vector_index_rows is None:
-            return None
-        rows = int(tbl.count_rows())
-        ix = self._vector_index_of(tbl)
-        if ix is None:
-            return "create" if rows >= max(1, self.vector_index_rows) else None
-        if not recorded:
-            return "unrecorded"
-        if rows >= RETRAIN_GROWTH * max(1, int(recorded.get("trained_rows") or 0)):
-            return "grown"
-        if int(getattr(ix, "num_segments", 1) or 1) > RETRAIN_SEGMENTS:
-            return "segments"
-        return None
+        return vector_maint.due(tbl, self.vector_index_rows, recorded)
 
     def _build_vector_index(self, tbl, persona: str, reason: str) -> dict[str, Any]:
-        """Train the IVF_SQ index on every row now (``replace``: a re-train swaps it in one
-        commit; queries meanwhile use the old one). Returns its record for the pointer."""
-        rows = int(tbl.count_rows())
-        started = time.perf_counter()
-        with _errors(f"building the vector index of {tbl.name}", persona,
-                     "the table is intact and searched exactly meanwhile; maintenance retries later"):
-            tbl.create_index("vector", config=vector_index_config(rows), replace=True, name=VECTOR_INDEX)
-        seconds = time.perf_counter() - started
-        log.info("lancedb: vector index of %s built (%s): %d rows, %d partitions, %.1f s",
-                 tbl.name, reason, rows, vector_partitions(rows), seconds)
-        return {"type": "IVF_SQ", "partitions": vector_partitions(rows), "trained_rows": rows,
-                "built_ms": _now_ms(), "build_seconds": round(seconds, 2), "reason": reason}
+        return vector_maint.build(tbl, persona, reason)
 
     def _maintain_vector_index(self, tbl, persona: str, entry: dict[str, Any]) -> dict[str, Any] | None:
-        """Build or re-train the live table's vector index when due; record it in the pointer
-        (readers take the partition count from there). Failures are logged: search stays exact."""
-        try:
-            reason = self._vector_index_due(tbl, entry.get("vector_index"))
-            if reason is None:
-                return None
-            info = self._build_vector_index(tbl, persona, reason)
-        except Exception as e:
-            log.warning("lancedb: vector index of %s not built: %s", tbl.name, e)
-            return None
-        data = self._edit_active()
-        live = data["personas"].get(persona)
-        if live is not None and live["table"] == tbl.name:
-            live["vector_index"] = info
-            self._save_active(data)
-        return info
+        return vector_maint.maintain(self, tbl, persona, entry)
 
     def _drop_retired_and_orphans(self) -> list[str]:
-        now = _now_ms()
-        grace_ms = self.retire_grace.total_seconds() * 1000
-        dropped: list[str] = []
-        keep_retired = []
-        for r in self._active["retired"]:
-            if now - int(r.get("retired_ms", 0)) >= grace_ms:
-                if self._drop_table(r["table"]):
-                    dropped.append(r["table"])
-                    continue
-            keep_retired.append(r)
-        if len(keep_retired) != len(self._active["retired"]):
-            data = self._edit_active()
-            data["retired"] = keep_retired
-            self._save_active(data)
-        return dropped + self._drop_orphans(grace_ms)
-
-    def _drop_orphans(self, grace_ms: float) -> list[str]:
-        """Drop tables no pointer names (a build killed before its switch).
-
-        Maintenance waits ``grace_ms`` after a table's last write; at open, with
-        the writer lock held by this process, no build can be in progress, and an
-        orphan was never live (no reader has it open), so it goes at once.
-        """
-        now = _now_ms()
-        dropped: list[str] = []
-        known = ({e["table"] for e in self._active["personas"].values()}
-                 | {r["table"] for r in self._active["retired"]} | self._building)
-        try:
-            names = self._table_names()
-        except Exception as e:
-            log.warning("lancedb: cannot list tables: %s", e)
-            return dropped
-        for n in names:
-            if n.startswith(TABLE_PREFIX) and n not in known:
-                age_ms = self._age_ms(n, now, grace_ms)
-                if age_ms >= grace_ms and self._drop_table(n):  # a crashed rebuild's leftover
-                    dropped.append(n)
-        return dropped
-
-    def _age_ms(self, name: str, now: int, default: float) -> float:
-        """Time since the table's last write (local: file times; object storage: its latest version)."""
-        try:
-            if self.db_dir is not None:
-                base = self.db_dir / f"{name}.lance"
-                mtime = max(p.stat().st_mtime for p in (base, base / "_versions") if p.exists())
-                return now - mtime * 1000
-            versions = self._db.open_table(name).list_versions()
-            stamp = max(v["timestamp"] for v in versions)
-            return now - stamp.timestamp() * 1000
-        except Exception:
-            return default
+        """Retired tables past their grace and orphans (exporters/lancedb/retire.py)."""
+        return retire.drop_retired_and_orphans(self)
 
     def _maintain_small_tables(self) -> None:
         self._fence()
@@ -604,33 +482,7 @@ class LanceSink:
             if tbl is None or entry is None:
                 return SinkStats(persona, None, None, 0, 0, 0, 0, None, 0, 0, None)
             with _errors("reading table statistics", persona, "retry"):
-                st = tbl.stats()
-                unindexed = 0
-                vix = None
-                for ix in tbl.list_indices():
-                    unindexed = max(unindexed, int(getattr(ix, "num_unindexed_rows", 0) or 0))
-                    if ix.name == VECTOR_INDEX or list(ix.columns) == ["vector"]:
-                        vix = ix
-                recorded = entry.get("vector_index") or {}
-                return SinkStats(
-                    persona=persona,
-                    table=entry["table"],
-                    generation=int(entry.get("generation", 0)),
-                    chunks=int(st["num_rows"]),
-                    documents=int(tbl.count_rows("chunk_index = 0")),
-                    fragments=int(st["fragment_stats"]["num_fragments"]),
-                    small_fragments=int(st["fragment_stats"]["num_small_fragments"]),
-                    version=int(tbl.version),
-                    unindexed_rows=unindexed,
-                    total_bytes=int(st.get("total_bytes", 0)),
-                    fingerprint=entry.get("fingerprint"),
-                    vector_index=None if vix is None else str(recorded.get("type") or vix.index_type),
-                    vector_partitions=None if vix is None else recorded.get("partitions"),
-                    vector_trained_rows=None if vix is None else recorded.get("trained_rows"),
-                    vector_indexed_rows=0 if vix is None else int(vix.num_indexed_rows or 0),
-                    vector_unindexed_rows=0 if vix is None else int(vix.num_unindexed_rows or 0),
-                    vector_index_segments=0 if vix is None else int(getattr(vix, "num_segments", 1) or 1),
-                )
+                return read_table_stats(persona, entry, tbl)
 
     # ------------------------------------------------------------------ rebuild support
 
