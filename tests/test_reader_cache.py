@@ -206,3 +206,32 @@ def test_a_corrupt_or_truncated_cached_file_is_fetched_again(tmp_path, s3, write
             reader.close()
     finally:
         ix.close()
+
+
+def test_healthz_of_a_reader_reports_the_cache_from_prefetching_to_warm(tmp_path, s3, writer, ledger_path):
+    """``serve`` on object storage: /healthz answers at once with the cache's state, and says ``warm``
+    (the tables copied, the time to warm given) once the prefetch is done."""
+    from fastapi.testclient import TestClient
+
+    from indexer.service.api import create_app
+    from indexer.service.serve import ReaderService
+
+    _session_turns(writer, "alpha", 2, "ibis")
+    config = s3_config(tmp_path, s3, ledger_path)
+    ix = fake_indexer(config)
+    try:
+        sync_once(ix)
+        cfg = s3_config(tmp_path, s3, ledger_path, name="reader", uri=config.index.uri, refresh_seconds=REFRESH_S)
+        service = ReaderService(cfg, embedder=FakeEmbedder())
+        try:
+            with TestClient(create_app(service, admin_token=None)) as client:
+                first = client.get("/healthz").json()
+                assert first["status"] == "ok" and first["cache"]["state"] in ("cold", "prefetching", "warm")
+                assert service.retriever.cache.wait_warm(60)
+                body = client.get("/healthz").json()
+                assert body["cache"]["state"] == "warm", body
+                assert body["cache"]["warm_seconds"] > 0 and 0 < body["cache"]["disk_bytes"] <= body["cache"]["budget_bytes"]
+        finally:
+            service.close()
+    finally:
+        ix.close()

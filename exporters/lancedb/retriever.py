@@ -39,7 +39,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +52,7 @@ from exporters.lancedb.local_reads import LocalReads
 from exporters.lancedb.location import IndexLocation
 from exporters.lancedb.pointer import ACTIVE_FILE, _ActivePointer
 from exporters.lancedb.rank_cache import RankCaches, RankCacheStale
+from exporters.lancedb.where import Where, _as_where, _needs_details, _prefiltered, _shaped
 from exporters.lancedb.schema import (
     DETAIL_COLUMNS,
     FLAT_MAX_ROWS,
@@ -76,44 +76,6 @@ COUNT_CACHE_SIZE = 1024
 
 class FtsUnavailable(Exception):
     """The full-text index of a table cannot answer (missing or damaged)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Where:
-    """A prefilter: its SQL, and whether it admits every row of the table (the persona
-    scope over both sources, no session excluded): such a filter routes without counting
-    and is not sent to LanceDB at all (:func:`_prefiltered`)."""
-
-    sql: str
-    whole: bool = False
-    #: The filter admits one session's turns (and the persona's memory files): usually fewer rows
-    #: than a query's candidates, so :meth:`Retriever.nearest` reads them whole first.
-    few: bool = False
-
-    def __str__(self) -> str:
-        return self.sql
-
-
-def _as_where(where: Where | str) -> Where:
-    return where if isinstance(where, Where) else Where(str(where))
-
-
-def _prefiltered(query, where: Where):
-    """``query`` (an async LanceDB query: it prefilters) filtered by ``where``; a filter every
-    row passes is not sent: LanceDB would evaluate it on every row of the table for every
-    query (the persona scope at 1M rows: 7 ms of a 25 ms vector stage). The searcher's
-    per-row scope check still runs."""
-    return query if where.whole else query.where(where.sql)
-
-
-def _shaped(query, select: list[str], with_row_id: bool, limit: int):
-    query = query.select(select)
-    return (query.with_row_id() if with_row_id else query).limit(limit)
-
-
-def _needs_details(columns: list[str]) -> bool:
-    """Rows queried without the detail columns carry ``_rowid`` for :meth:`Retriever.details`."""
-    return any(c not in columns for c in DETAIL_COLUMNS)
 
 
 class Retriever:

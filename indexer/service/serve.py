@@ -133,6 +133,11 @@ class ReaderService:
                 state.close()
         return published_status(self.config, self.retriever)
 
+    def cache_status(self) -> dict | None:
+        """The reader cache's state (object storage): cold, prefetching, warm; None when off."""
+        cache = self.retriever.cache
+        return cache.status() if cache is not None else None
+
     def is_ready(self) -> bool:
         try:
             self.check_published()

@@ -324,7 +324,12 @@ def create_app(backend: ApiBackend, *, admin_token: str | None, max_request_byte
 
     @app.get("/healthz", response_model=StatusText, tags=["operations"], summary="Liveness: 200 while the process runs")
     def healthz() -> JSONResponse:
-        return JSONResponse({"status": "ok"})
+        cache = getattr(backend, "cache_status", None)  # a reader on object storage: its local copy
+        try:
+            state = cache() if cache is not None else None
+        except Exception:  # liveness must answer
+            state = None
+        return JSONResponse({"status": "ok", **({"cache": state} if state else {})})
 
     @app.get("/readyz", response_model=StatusText, tags=["operations"],
              responses={503: {"model": StatusText, "description": "Still starting (index not open or first sync "

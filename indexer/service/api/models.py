@@ -254,6 +254,10 @@ class StatusText(BaseModel):
     status: str
     reason: str | None = Field(None, description="Why not ready (absent when ready): still starting, or the "
                                                  "first sync failing and its cause (e.g. a full disk) and fix.")
+    cache: dict[str, Any] | None = Field(None, description="/healthz of a reader on object storage: its local "
+                                         "copy of the tables, `state` cold, prefetching or warm (queries are "
+                                         "answered meanwhile, from the store), prefetch progress in files and "
+                                         "bytes, disk held and its budget, `warm_seconds` from start to warm.")
 
 
 _M = TypeVar("_M", bound=BaseModel)
