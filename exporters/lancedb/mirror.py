@@ -14,8 +14,8 @@ is a hint Lance does without): a file is fetched once and kept, keyed by its pat
 no expiry.
 
 :class:`TableMirror` keeps, per live table, its files under ``<cache_dir>/<table>.lance``:
-:meth:`~TableMirror.sync` lists the table's objects (one LIST request per 1,000 objects),
-fetches those it lacks (new fragments, a new version's index files and manifest; the
+:meth:`~TableMirror.sync` lists the table's manifests (one small LIST: a commit adds one), and
+when they changed the table's objects (one LIST request per 1,000 objects), fetches those it lacks (new fragments, a new version's index files and manifest; the
 manifests last, so a local open never sees a version whose files are missing), drops those
 the writer removed (after a grace period: a query may still read the version it opened).
 The retriever opens the local copy as a local table (``read_consistency_interval=0``: the
@@ -103,10 +103,11 @@ class ObjectFiles:
         self._selector = pafs.FileSelector
         self._file = pafs.FileType.File
 
-    def list(self, table: str) -> dict[str, int]:
-        """{path inside ``<table>.lance``: size} of every object of the table."""
+    def list(self, table: str, under: str = "") -> dict[str, int]:
+        """{path inside ``<table>.lance``: size} of every object of the table (or of its folder ``under``)."""
         root = f"{self.base}/{table}.lance"
-        infos = self._fs.get_file_info(self._selector(root, recursive=True, allow_not_found=True))
+        infos = self._fs.get_file_info(self._selector(f"{root}/{under}".rstrip("/"), recursive=True,
+                                                      allow_not_found=True))
         return {i.path[len(root) + 1:]: i.size for i in infos if i.type == self._file}
 
     def fetch(self, table: str, rel: str, dest: Path) -> tuple[int, int]:
@@ -239,8 +240,11 @@ class TableMirror:
         tables in use that do not both fit: the one without a copy is read from the store,
         rather than the copies taking turns). Raises what the store raises."""
         started = time.perf_counter()
-        remote = {k: v for k, v in self._files.list(table).items() if k not in MUTABLE}
         result = SyncResult(table)
+        if self._unchanged(table):
+            result.bytes = self._copies[table].nbytes
+            return result
+        remote = {k: v for k, v in self._files.list(table).items() if k not in MUTABLE}
         if not remote:
             return result
         with self._lock:
@@ -309,6 +313,20 @@ class TableMirror:
             log.info("reader_cache.synced", table=table, fetched=result.fetched, mb=round(result.fetched_bytes / 1e6, 1),
                      removed=result.removed, seconds=round(result.seconds, 2))
         return result
+
+    def _unchanged(self, table: str) -> bool:
+        """The complete copy is current: the store lists the same manifests (a commit adds one, a
+        clean-up removes some: one small LIST of ``_versions/``, not of the whole table), nothing
+        awaits removal, and every file here has its recorded size (a truncated one is fetched again)."""
+        with self._lock:
+            copy = self._copies.get(table)
+            if copy is None or not copy.complete or copy.vanished:
+                return False
+            files = dict(copy.files)
+        manifests = {k for k in self._files.list(table, "_versions") if k not in MUTABLE}
+        base = self.table_dir(table)
+        return (manifests == {k for k in files if k.startswith("_versions/")}
+                and all(_same_size(base / rel, size) for rel, (size, _) in files.items()))
 
     def _make_room(self, table: str, need: int, keep: frozenset[str]) -> bool:
         """Drop the least recently used other copies until ``need`` bytes for ``table`` fit; False

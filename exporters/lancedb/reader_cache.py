@@ -40,11 +40,13 @@ class CacheState(str, enum.Enum):
 
 class ReaderCache:
     """Local copies of the live tables of ``location`` (object storage), kept current by a
-    background thread; ``live()`` names the live tables, ``warmed(name, table)`` is called
-    with a copy's local table after the start-up prefetch (the rank columns' load)."""
+    background thread; ``live()`` names the live tables (``first_live()`` at the start-up
+    prefetch), ``warmed(name, table)`` is called with a copy's local table after the prefetch
+    (the rank columns' load)."""
 
     def __init__(self, location: IndexLocation, session: Any, *, live: Callable[[], set[str]],
-                 warmed: Callable[[str, Any], None] | None = None, files: ObjectFiles | None = None) -> None:
+                 first_live: Callable[[], set[str]] | None = None, warmed: Callable[[str, Any], None] | None = None,
+                 files: ObjectFiles | None = None) -> None:
         from exporters.lancedb.store import _connect
 
         root = location.cache_dir / _slug(location.uri)
@@ -56,6 +58,7 @@ class ReaderCache:
         #: tables queried without a copy, and when (the refresher copies them if they fit)
         self._wanted: dict[str, float] = {}
         self._live = live
+        self._first_live = first_live or live
         self._warmed = warmed
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -142,7 +145,7 @@ class ReaderCache:
 
     def _prefetch(self) -> None:
         self.state = CacheState.PREFETCHING
-        names = sorted(self._live())
+        names = sorted(self._first_live())
         log.info("reader_cache.prefetch", tables=len(names), state="started", budget_mb=self.mirror.budget_bytes >> 20)
         last = [0.0]
 

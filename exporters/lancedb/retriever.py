@@ -125,12 +125,15 @@ class Retriever:
 
             from exporters.lancedb.pointer import TablePointer
 
-            # its own read of the pointer (its own refresh clock): a prefetch at start must not
-            # make the queries' pointer wait a refresh interval to see the writer's first tables
-            pointer = TablePointer(self._db, reader=True, refresh_s=self.location.refresh.total_seconds(),
-                                   where=f"{self.location.describe()}/_active")
+            def tables(pointer) -> set[str]:
+                return {e["table"] for e in pointer.get()["personas"].values()}
+
+            # the prefetch at start reads the pointer once on its own (it must not start the queries'
+            # pointer's refresh clock before the writer's first tables exist); later passes share the
+            # queries' pointer: one read of it per refresh, as without the cache
+            first = TablePointer(self._db, reader=True, where=f"{self.location.describe()}/_active")
             self.cache = ReaderCache.maybe(self.location, self.session, warmed=self._warmed,
-                                           live=lambda: {e["table"] for e in pointer.get()["personas"].values()})
+                                           first_live=lambda: tables(first), live=lambda: tables(self._pointer))
 
     # -- tables --
 
