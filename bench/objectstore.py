@@ -471,8 +471,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 with Timer() as t:
                     maintain_s3(remote, emb, pool, s3)
                 timing[f"{size} s3 maintenance and index re-train"] = t.seconds
+            write_outputs(NAME, report(rows + [remote], timing, server, plain) + "\n" + readers.report(reader_rows, local_p50),
+                          _data(rows + [remote], server, plain) | {"readers": reader_rows})
             with Timer() as t:
-                found["maintenance"] = readers.maintenance_steps(remote, emb, pool, s3, n + 2 * MAINT_DOCS)
+                try:  # the readers' figures are written already: a store failure here must not lose them
+                    found["maintenance"] = readers.maintenance_steps(remote, emb, pool, s3, n + 2 * MAINT_DOCS)
+                except Exception as exc:
+                    log(f"  maintenance by step failed: {type(exc).__name__}: {str(exc)[:300]}")
+                    found["maintenance_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
             timing[f"{size} s3 maintenance by step"] = t.seconds
             rows.append(remote)
             write_outputs(NAME, report(rows, timing, server, plain) + "\n" + readers.report(reader_rows, local_p50),
