@@ -81,6 +81,10 @@ class ReaderCache:
         except MirrorUnsupported as exc:
             log.warning("reader_cache.off", reason=str(exc), action="every query reads the store")
             return None
+        except Exception as exc:  # the cache folder or the lister cannot be set up: search still works
+            log.warning("reader_cache.off", reason=f"{type(exc).__name__}: {str(exc)[:300]}",
+                        action="every query reads the store; check [index] cache_dir and storage_options")
+            return None
 
     # -- queries' side --
 
