@@ -27,6 +27,7 @@ from structlog.testing import capture_logs
 from indexer.service.api import ADMIN_DISABLED, API_VERSION, ApiBackend, ApiError, create_app
 from indexer.service.metrics import Metrics
 from indexer.search.retrieval import DocumentNotFound, GetResult
+from indexer.core.errors import Problem
 from indexer.core.scopes import Scope
 from indexer.search.searcher import SearchError, SearchRequest, SearchResponse, SearchResult
 
@@ -66,7 +67,7 @@ class FakeBackend:
         self._check()
         if request.scope in (Scope.SESSION, Scope.PROJECT) and not request.session:
             raise SearchError(f"scope '{request.scope.value}' needs the caller's session label in 'session'",
-                              code=2, http_status=422)
+                              Problem.INVALID)
         self.searches.append(request)
         words = {w.lower() for w in request.query.split()}
         results = []
@@ -310,7 +311,7 @@ def test_search_scope_without_session_is_422(client, backend, scope):
 
 
 def test_search_usage_error_from_the_backend_is_422(client, backend):
-    backend.fail_with = SearchError("unknown persona 'x'", code=2, http_status=422)
+    backend.fail_with = SearchError("unknown persona 'x'", Problem.INVALID)
     assert_error(client.post("/v1/memory_search", json=search_body()), 422, "unknown persona")
 
 

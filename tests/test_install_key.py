@@ -6,6 +6,8 @@ import stat
 
 import pytest
 
+from indexer.cli.common import exit_code
+from indexer.core.errors import Problem
 from indexer.state.db import StateDB
 from indexer.state.install_key import KeyUnreadable, keyed_digest, load_or_create
 
@@ -39,7 +41,7 @@ def test_a_file_that_is_not_a_key_is_a_clear_error(tmp_path):
     assert str(err.value) == (f"the index key {path} is not a key (5 bytes, not 32): restore it from a backup, "
                               "or move it aside: a new key is made, and the next sync reads the ledger's messages "
                               "again and, when known secrets are set, rebuilds every persona")
-    assert err.value.code == 2
+    assert err.value.problem is Problem.INVALID and exit_code(err.value) == 2  # systemd does not retry
 
 
 def test_an_indexer_without_known_secrets_does_not_need_the_key(tmp_path, monkeypatch, config_factory):

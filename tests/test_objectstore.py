@@ -28,6 +28,7 @@ from exporters.lancedb.lease import LeaseHeld, LeaseLost, WriterLease, epochs, l
 from exporters.lancedb.location import IndexLocation
 from exporters.lancedb.published import PublishedScopes, ScopeStateUnavailable
 from exporters.lancedb.store import _connect
+from indexer.core.errors import Failure, Problem
 from indexer.runtime.config import ConfigError, load_config
 from indexer.search.searcher import Searcher, SearchError, SearchRequest
 from indexer.state.db import StateDB
@@ -247,7 +248,7 @@ def test_reader_fails_closed_without_published_state(tmp_path, s3, ledger_path):
     searcher = Searcher(cfg, embedder=FakeEmbedder())
     with pytest.raises(SearchError, match="no scope state is published") as err:
         searcher.search(SearchRequest(query="anything", persona="atlas"))
-    assert err.value.http_status == 503
+    assert err.value.problem is Problem.UNAVAILABLE
     # a persona with a live table but no published entry is refused too
     sink = LanceSink(IndexLocation(uri, s3.options()), FakeEmbedder(), role="test")
     from tests.builders import document
@@ -464,7 +465,6 @@ def test_writer_syncs_and_a_reader_process_serves_it_with_the_writers_scopes(tmp
     ledger. The writer's changes reach the running reader at once; nothing widens."""
     import httpx
 
-    from indexer.core.errors import CliError
     from indexer.service.serve import run_serve
     from tests.s3_server import free_port
 
@@ -477,7 +477,7 @@ def test_writer_syncs_and_a_reader_process_serves_it_with_the_writers_scopes(tmp
     rcfg = write_config(tmp_path / "r" / "config.toml", uri=uri, options=s3.options(),
                         index_dir=tmp_path / "r" / "ix", ledger=None, port=port)
     # before the writer has published anything, a reader refuses to start (fail closed)
-    with pytest.raises(CliError, match="no scope state is published"):
+    with pytest.raises(Failure, match="no scope state is published"):
         run_serve(load_config(rcfg, env={}))
     done = run_cli("--config", str(wcfg), "sync", "--json", check=True)
     assert json.loads(done.stdout)["documents_written"] == 4

@@ -12,6 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from structlog.testing import capture_logs
 
+from indexer.core.errors import Problem
 from indexer.search.searcher import SearchError, SearchRequest
 from tests.demo_index import build_demo_index
 
@@ -47,7 +48,7 @@ def test_keyword_mode_fails_with_a_clear_error(broken_fts):
     _config, _ix, searcher = broken_fts
     with pytest.raises(SearchError) as caught:
         searcher.search(SearchRequest(query="JWT expiry", persona="atlas", mode="keyword"))
-    assert caught.value.http_status == 503 and "full-text search is unavailable" in str(caught.value)
+    assert caught.value.problem is Problem.UNAVAILABLE and "full-text search is unavailable" in str(caught.value)
 
 
 def test_the_api_carries_the_warning_and_counts_it(broken_fts):

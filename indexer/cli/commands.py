@@ -236,7 +236,7 @@ def run_search_batch(config: Config, source: str, *, as_json: bool = True) -> in
     except SearchError as exc:
         if stream is not sys.stdin:
             stream.close()
-        raise CliError(str(exc), exc.code) from None
+        raise  # a Failure: the CLI's door gives it its exit code
     failures = 0
     try:
         for number, line in enumerate(stream, start=1):

@@ -5,9 +5,28 @@ from __future__ import annotations
 import json
 import sys
 
-from indexer.core.errors import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CliError, first_invalid
+from indexer.core.errors import Failure, Problem, first_invalid
 
-__all__ = ["EXIT_OK", "EXIT_FAIL", "EXIT_USAGE", "CliError", "defer_logging", "ensure_logging", "print_json"]
+__all__ = ["EXIT_OK", "EXIT_FAIL", "EXIT_USAGE", "CliError", "exit_code", "defer_logging", "ensure_logging",
+           "print_json"]
+
+# 2: the call or the set-up is wrong (systemd's unit does not restart into it); 1: anything else.
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+class CliError(Failure):
+    """A failure of a command's own making, with its exit code (``code``)."""
+
+    def __init__(self, message: str, code: int = EXIT_FAIL):
+        super().__init__(message, Problem.INVALID if code == EXIT_USAGE else Problem.FAILED)
+        self.code = code
+
+
+def exit_code(exc: Failure) -> int:
+    """The exit code a failure ends a command with: 2 for what the caller must fix, else 1."""
+    if isinstance(exc, CliError):
+        return exc.code
+    return EXIT_USAGE if exc.problem is Problem.INVALID else EXIT_FAIL
 
 
 _pending_logging: list = []

@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from indexer.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CliError, defer_logging, ensure_logging
+from indexer.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CliError, defer_logging, ensure_logging, exit_code
+from indexer.core.errors import Failure
 
 if TYPE_CHECKING:
     from indexer.core.names import TextRule
@@ -398,9 +399,9 @@ def main(argv: list[str] | None = None) -> int:
         ensure_logging()
     try:
         return COMMANDS[args.command](args)
-    except CliError as exc:
+    except Failure as exc:  # CliError included: one line, the exit code its kind maps to
         print(f"ledger-indexer: {exc}", file=sys.stderr)
-        return exc.code
+        return exit_code(exc)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `search ... | head -1`: the reader has what it wanted; nothing to report

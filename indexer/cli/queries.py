@@ -64,20 +64,15 @@ def run_search(config_path: str | None, load: ConfigLoader, args, *, as_json: bo
 def _search_here(config: Config, body: dict) -> dict:
     """No daemon runs: load the model and open the index in this process."""
     ensure_logging()
-    from indexer.search.searcher import Searcher, SearchError, SearchRequest
+    from indexer.search.searcher import Searcher, SearchRequest
 
     try:
         request = SearchRequest(**body)
     except ValueError as exc:  # pydantic's ValidationError included
         raise CliError(invalid_line(exc), EXIT_USAGE) from None
-    try:
-        searcher = Searcher.open(config)
-    except SearchError as exc:
-        raise CliError(str(exc), exc.code) from None
+    searcher = Searcher.open(config)  # a SearchError is a Failure: the CLI's door gives it its exit code
     try:
         return searcher.search(request).as_dict()
-    except SearchError as exc:
-        raise CliError(str(exc), exc.code) from None
     finally:
         searcher.close()
 
@@ -101,14 +96,11 @@ def run_get(config_path: str | None, load: ConfigLoader, persona: str, path: str
         if not config.index.object_store and not config.state_db_path.exists():  # never create an empty one
             raise CliError(f"no index at {config.index.dir}: run `ledger-indexer sync` or start the daemon")
         from indexer.search.retrieval import DocumentNotFound, get_document
-        from indexer.search.searcher import SearchError
 
         try:
             found = get_document(config, persona, path, from_line=from_line, lines=lines, session=session).as_dict()
         except DocumentNotFound as exc:
             raise CliError(str(exc)) from None
-        except SearchError as exc:
-            raise CliError(str(exc), exc.code) from None
     if as_json:
         _print_json(found)
     else:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from indexer.core.errors import EXIT_FAIL, EXIT_USAGE, CliError
+from indexer.cli.common import EXIT_FAIL, EXIT_USAGE, CliError
 from indexer.state.lock import read_holder
 
 if TYPE_CHECKING:

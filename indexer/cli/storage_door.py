@@ -13,7 +13,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from indexer.core.errors import EXIT_FAIL, CliError
+from indexer.cli.common import EXIT_FAIL, CliError
+from indexer.core.errors import Failure
 from indexer.runtime.storage_errors import StorageFault, classify
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ def named_storage(places: Sequence[Path], doing: str) -> Iterator[None]:
     """Run the block; an exception with a storage cause leaves as a :class:`CliError` naming it."""
     try:
         yield
-    except CliError:
+    except Failure:  # already says what happened (a CliError, a StateUnavailable ...)
         raise
     except Exception as exc:
         refusal = storage_refusal(exc, places, doing)

@@ -9,6 +9,8 @@ Operators need the latter.
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 
 def root_cause(exc: BaseException) -> BaseException:
     """The innermost exception of the ``__cause__``/``__context__`` chain."""
@@ -43,15 +45,25 @@ def first_invalid(exc: BaseException) -> tuple[str, str, str, int] | None:
         len(found) - 1
 
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+class Problem(StrEnum):
+    """What kind of failure a :class:`Failure` is. Each door maps it to its own terms: the CLI to an
+    exit code, the HTTP API to a status, MCP to a tool error (``indexer.cli.common.exit_code``,
+    ``indexer.service.api.errors.HTTP_STATUS``)."""
+
+    INVALID = "invalid"          # what was asked or configured is wrong: fix it, retrying will not help
+    NOT_FOUND = "not_found"      # what was named does not exist (or is not visible to the caller)
+    UNAVAILABLE = "unavailable"  # not possible now (no index yet, storage refusing): retry, or do the step named
+    FAILED = "failed"            # the operation failed; the message says why
 
 
-class CliError(Exception):
-    """A user-facing failure: the message says what to do, ``code`` is the exit code.
+class Failure(Exception):
+    """A failure a user is told about in one line: the message says what happened and what to do,
+    ``problem`` what kind it is. Raised anywhere below the doors, which never see a transport code
+    here: they map ``problem``."""
 
-    Lives in the core so that every layer (the daemon's start-up included) can
-    raise it without importing the CLI."""
+    problem: Problem = Problem.FAILED
 
-    def __init__(self, message: str, code: int = EXIT_FAIL):
+    def __init__(self, message: str, problem: Problem | None = None):
         super().__init__(message)
-        self.code = code
+        if problem is not None:
+            self.problem = problem

@@ -9,7 +9,7 @@ beside the tables (``exporters.lancedb.published``), re-read at most every
 unreadable one, a persona with a live table but no published entry, or an
 index built with another embedding model than this process's (other than the
 same model computed in another precision: ``model_files.same_vector_space``) are refused
-with a :class:`SearchError` (503) — never searched unscoped.
+with a :class:`SearchError` (unavailable) — never searched unscoped.
 """
 
 from __future__ import annotations
@@ -43,10 +43,10 @@ class PublishedScopeSource:
             snapshot = self.published.snapshot()
             meta = self.retriever.meta(persona)
         except SinkError as exc:
-            raise SearchError(str(exc), http_status=503) from None
+            raise SearchError(str(exc)) from None
         if persona not in snapshot.personas and meta is not None:
             raise SearchError(f"persona {persona!r} has an index but no published scope state yet (the writer "
-                              "publishes it at the end of the pass that created it); retry shortly", http_status=503)
+                              "publishes it at the end of the pass that created it); retry shortly")
         if meta is not None and self._fingerprint is not None:
             from indexer.embedding.model_files import same_vector_space
 
@@ -54,7 +54,7 @@ class PublishedScopeSource:
             if mine is not None and not same_vector_space(meta.get("fingerprint"), mine):
                 raise SearchError(f"the index of persona {persona!r} was built with embedding model "
                                   f"{meta.get('fingerprint')} but this process embeds queries with {mine}: set "
-                                  "[embedding] as on the writer", http_status=503)
+                                  "[embedding] as on the writer")
         return snapshot.facts(persona, session)
 
 

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from exporters.base import RankCacheStale
 from indexer.core import calibration, ranking, time_hints
+from indexer.core.errors import Failure, Problem
 from indexer.core.names import LABEL
 from indexer.core.ranking import SHIPPED, Candidate, RankingSettings, keyword_score, vector_score
 from indexer.core.results import collapse, shown_candidates
@@ -66,13 +67,10 @@ class Mode(str, enum.Enum):
     KEYWORD = "keyword"
 
 
-class SearchError(Exception):
-    """A search that cannot be answered; ``code`` is the CLI exit code (1 operational, 2 usage)."""
+class SearchError(Failure):
+    """A search that cannot be answered; ``problem`` says what kind (unavailable unless said)."""
 
-    def __init__(self, message: str, code: int = 1, http_status: int = 503):
-        super().__init__(message)
-        self.code = code
-        self.http_status = http_status
+    problem = Problem.UNAVAILABLE
 
 
 class SearchRequest(BaseModel):
@@ -208,8 +206,7 @@ class Searcher:
         from indexer.search.scope_source import scope_source
 
         if "lancedb" not in config.index.sinks:
-            raise SearchError("memory_search needs the lancedb sink: add \"lancedb\" to [index] sinks, then sync",
-                              code=1)
+            raise SearchError("memory_search needs the lancedb sink: add \"lancedb\" to [index] sinks, then sync")
         self.config = config
         # Immutable; the benchmark passes its own per grid point.
         self.ranking = ranking_settings
@@ -219,7 +216,7 @@ class Searcher:
             self.retriever = Retriever(IndexLocation.from_config(config),
                                        rank_cache_bytes=config.index.rank_cache_mb * 2**20 if rank_cache else 0)
         except IoUringUnavailable as exc:  # a setting this machine cannot honour: the operator's to change
-            raise SearchError(str(exc), code=2) from None
+            raise SearchError(str(exc), Problem.INVALID) from None
         # The state DB locally; on object storage the scope state the writer published (on every
         # machine, the writer's too: one path), checked against this process's model.
         self.state = scope_source(config, self.retriever, lambda: self.embedder.fingerprint) \
@@ -238,8 +235,7 @@ class Searcher:
     @classmethod
     def open(cls, config: Config, **kwargs) -> "Searcher":
         if "lancedb" not in config.index.sinks:
-            raise SearchError("memory_search needs the lancedb sink: add \"lancedb\" to [index] sinks, then sync",
-                              code=1)
+            raise SearchError("memory_search needs the lancedb sink: add \"lancedb\" to [index] sinks, then sync")
         if not config.index.object_store and not config.state_db_path.exists():
             raise SearchError(f"no index at {config.index.dir}: run `ledger-indexer sync` or start the daemon")
         return cls(config, **kwargs)
@@ -272,7 +268,7 @@ class Searcher:
         try:
             return resolve(request.persona, request.scope, request.session, frozenset(request.sources), facts)
         except ScopeError as exc:
-            raise SearchError(str(exc), code=2, http_status=422) from None
+            raise SearchError(str(exc), Problem.INVALID) from None
 
     def warm_up(self) -> None:
         """Load the query model and the rank columns of every live table now, so no
@@ -313,10 +309,10 @@ class Searcher:
                 if not indexed:  # nothing synced yet: the persona may well be right
                     raise SearchError(f"nothing is indexed yet at {self.config.index.dir}: run `ledger-indexer "
                                       "sync`, or wait for the daemon's first sync (`ledger-indexer status` shows "
-                                      "its progress)", code=1, http_status=503)
+                                      "its progress)")
                 raise SearchError(f"unknown persona {request.persona!r}: no index holds it (persona ids are the "
                                   "ledger's persona_id, case-sensitive; `ledger-indexer status` lists them)",
-                                  code=1, http_status=404)
+                                  Problem.NOT_FOUND)
             found = Retrieved(hints=time_hints.parse(request.query), terms=query_terms(request.query))
             if table is not None and not scope.allows_nothing():
                 self._query(table, request, scope, found, embedding)
@@ -476,8 +472,7 @@ class Searcher:
         self._fts_errors.failure("fts", "search.fts_failed", persona=request.persona, error=str(exc)[:500])
         if request.mode is Mode.KEYWORD:
             raise SearchError("full-text search is unavailable for this persona's index "
-                              f"({str(exc)[:200]}); use mode \"vector\", or run `ledger-indexer reindex`",
-                              http_status=503) from None
+                              f"({str(exc)[:200]}); use mode \"vector\", or run `ledger-indexer reindex`") from None
         warnings.append(SearchWarning("fts_unavailable", "full-text search failed; these results come from the "
                                       "vector stage only (run `ledger-indexer reindex` if it persists)"))
 

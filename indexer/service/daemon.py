@@ -23,7 +23,7 @@ from pathlib import Path
 
 import structlog
 
-from indexer.core.errors import CliError
+from indexer.core.errors import Failure, Problem
 from indexer.runtime.config import Config
 from indexer.runtime.logs import RateLimitedLogger
 from indexer.runtime.storage_errors import classify
@@ -109,9 +109,9 @@ class Daemon:
         except Exception as exc:
             if self.opening.failed(exc, storage_places(self.config)):
                 return
-            if isinstance(exc, CliError):
+            if isinstance(exc, Failure):
                 raise
-            raise CliError(f"cannot start: {exc}") from None
+            raise Failure(f"cannot start: {exc}") from None
         log.info("daemon.index_opened", after_failures=self.opening.failures)
         self._start_sync()
 
@@ -321,7 +321,7 @@ Press Ctrl-C to stop.
 
         self._open()
         if self.searcher is None:
-            raise SearchError("memory_search needs the lancedb sink: add \"lancedb\" to [index] sinks", http_status=503)
+            raise SearchError("memory_search needs the lancedb sink: add \"lancedb\" to [index] sinks")
         return self.searcher.search(request)
 
     def get(self, persona, path, from_line, lines, session, *, scope=None):
@@ -445,7 +445,6 @@ def _pid() -> int:
 
 
 def run_daemon(config: Config, *, demo_hints: bool = False) -> int:
-    from indexer.core.errors import EXIT_USAGE
     from indexer.service.api.auth import UnprotectedBind
     from indexer.service.mcp_http import TokenFileError
     from indexer.state.lock import LockHeldError
@@ -461,17 +460,17 @@ def run_daemon(config: Config, *, demo_hints: bool = False) -> int:
     try:
         daemon.start()
     except LockHeldError as exc:
-        raise CliError(str(exc)) from None
+        raise Failure(str(exc), Problem.UNAVAILABLE) from None
     except (TokenFileError, UnprotectedBind) as exc:
         daemon.shutdown()
-        raise CliError(str(exc), EXIT_USAGE) from None
-    except CliError:  # says what to do, with its own exit code (2: a set-up error systemd won't retry)
+        raise Failure(str(exc), Problem.INVALID) from None  # exit 2: a set-up error systemd won't retry
+    except Failure:  # says what to do; its kind names the exit code
         daemon.shutdown()
         raise
     except Exception as exc:
         daemon.shutdown()
         fault = classify(exc, storage_places(config))  # "disk full at <dir>: ...", not the symptom
-        raise CliError(f"cannot start: {fault.message if fault is not None else exc}") from None
+        raise Failure(f"cannot start: {fault.message if fault is not None else exc}") from None
     try:
         return daemon.run_forever()
     finally:

@@ -148,7 +148,7 @@ class BackendDoor:
         try:
             return self.backend.search(request).as_dict()
         except SearchError as exc:
-            raise tools.ToolFailure(f"{tools.SEARCH_TOOL}: {exc}", "search_error") from None
+            raise tools.ToolFailure(f"{tools.SEARCH_TOOL}: {exc}", exc.problem.value) from None
 
     def _get(self, principal: tools.McpPrincipal, path: str, from_line: int, lines: int | None) -> dict:
         if principal.narrowed and not tools.document_visible(self.state(), principal, path):
@@ -158,4 +158,4 @@ class BackendDoor:
         except DocumentNotFound as exc:
             raise tools.ToolFailure(f"{tools.GET_TOOL}: {exc}", "not_found") from None
         except SearchError as exc:
-            raise tools.ToolFailure(f"{tools.GET_TOOL}: {exc}", "search_error") from None
+            raise tools.ToolFailure(f"{tools.GET_TOOL}: {exc}", exc.problem.value) from None

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from indexer.core.errors import CliError, describe
+from indexer.core.errors import Failure, describe
 from indexer.runtime.config import Config
 from indexer.runtime.storage_errors import StorageCause, StorageFault, classify
 
@@ -90,7 +90,7 @@ class OpenRetry:
         """Count a failed open and log it; False when it is not to be retried (no storage cause, a
         damaged file, or a set-up error that decided its own exit code)."""
         fault = classify(exc, places)
-        if isinstance(exc, CliError) and getattr(exc, "fault", None) is None:
+        if isinstance(exc, Failure) and getattr(exc, "fault", None) is None:
             fault = None  # e.g. an unreadable key file: exit 2, systemd must not restart into it
         if fault is None or fault.cause is StorageCause.CORRUPT:
             return False

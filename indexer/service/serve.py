@@ -183,7 +183,7 @@ class ReaderService:
 def run_serve(config: Config) -> int:
     """Serve the API until SIGTERM/SIGINT. Refuses to start without a published scope state."""
     from exporters.base import SinkError
-    from indexer.core.errors import EXIT_USAGE, CliError
+    from indexer.core.errors import Failure, Problem
     from indexer.search.searcher import SearchError
     from indexer.service.api import ApiServer, create_app
     from indexer.service.api.auth import ApiAccess, UnprotectedBind
@@ -191,17 +191,17 @@ def run_serve(config: Config) -> int:
     from indexer.service.metrics import Metrics
 
     if "lancedb" not in config.index.sinks:
-        raise CliError("serve answers from the LanceDB index: add \"lancedb\" to [index] sinks", 2)
+        raise Failure("serve answers from the LanceDB index: add \"lancedb\" to [index] sinks", Problem.INVALID)
     try:  # before anything heavy: search and get take the tokens of [mcp] token_file (there is no /mcp here)
         access = ApiAccess.for_bind(config.api.host, config.api.port, load_configured_tokens(config.mcp.token_file),
                                     opt_out=config.api.insecure_allow_unauthenticated)
     except (TokenFileError, UnprotectedBind) as exc:
-        raise CliError(str(exc), EXIT_USAGE) from None
+        raise Failure(str(exc), Problem.INVALID) from None
     try:
         service = ReaderService(config)
         service.check_published()
     except (SinkError, SearchError) as exc:
-        raise CliError(f"cannot serve {config.lancedb_uri}: {exc}") from None
+        raise Failure(f"cannot serve {config.lancedb_uri}: {exc}") from None
     service.searcher.warm_up()
     token = None
     if config.api.admin_token_file is not None:
@@ -221,7 +221,7 @@ def run_serve(config: Config) -> int:
         server.start(timeout=15)
     except OSError as exc:
         service.close()
-        raise CliError(f"cannot serve on {config.api.host}:{config.api.port}: {exc}") from None
+        raise Failure(f"cannot serve on {config.api.host}:{config.api.port}: {exc}") from None
     stop = threading.Event()
 
     def on_signal(signum, _frame):

@@ -28,7 +28,7 @@ from peewee import (
 )
 
 from indexer.core.build import BuildIdentity
-from indexer.core.errors import CliError
+from indexer.core.errors import Failure, Problem
 from indexer.core.types import Document
 from indexer.runtime.storage_errors import StorageCause, StorageFault, classify
 from indexer.state import install_key
@@ -245,13 +245,15 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class StateUnreadable(CliError):
+class StateUnreadable(Failure):
     """The state database file is not a database (corrupt, or another file): says what to do."""
 
 
-class StateUnavailable(CliError):
+class StateUnavailable(Failure):
     """The state database cannot be opened for a storage cause (a full disk, a read-only file system,
     permission): the file is fine, ``fault`` says what is not and what to do."""
+
+    problem = Problem.UNAVAILABLE
 
     def __init__(self, path: Path, fault: StorageFault):
         super().__init__(f"the state database {path} cannot be opened: {fault.message}")

@@ -13,17 +13,16 @@ import os
 import secrets
 from pathlib import Path
 
-from indexer.core.errors import EXIT_USAGE, CliError
+from indexer.core.errors import Failure, Problem
 
 KEY_BYTES = 32
 
 
-class KeyUnreadable(CliError):
-    """The key file is there but cannot be read, or is not a key: a set-up error (exit 2, so systemd
-    does not restart into it)."""
+class KeyUnreadable(Failure):
+    """The key file is there but cannot be read, or is not a key: a set-up error (invalid: exit 2, so
+    systemd does not restart into it)."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message, EXIT_USAGE)
+    problem = Problem.INVALID
 
 
 def load_or_create(path: Path) -> bytes:

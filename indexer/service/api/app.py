@@ -74,8 +74,9 @@ log = structlog.get_logger("indexer.api")
 class ApiBackend(Protocol):
     """What the API needs from the daemon. All methods are synchronous and may block.
 
-    Errors: raise :class:`indexer.search.searcher.SearchError` (its ``http_status`` is
-    used), :class:`ApiError` (its ``status``) or ``DocumentNotFound`` (404).
+    Errors: raise a :class:`indexer.core.errors.Failure` such as ``SearchError`` (its ``problem``
+    names the status: ``errors.HTTP_STATUS``), :class:`ApiError` (its ``status``) or
+    ``DocumentNotFound`` (404).
     An exception with a storage cause (``indexer.runtime.storage_errors``: a
     full disk, a read-only file system, ...) is answered 507 (disk full) or 503
     naming the cause and the fix, logged as ``api.storage_error``; any other is
@@ -87,7 +88,7 @@ class ApiBackend(Protocol):
     """
 
     def search(self, request: SearchRequest) -> SearchResponse:
-        """``memory_search``; SearchError(http_status=422) for scope/usage errors, 503 when no index."""
+        """``memory_search``; SearchError: invalid (422) for scope errors, unavailable (503) when no index."""
         ...
 
     def get(self, persona: str, path: str, from_line: int, lines: int | None, session: str | None) -> GetResult:

@@ -11,13 +11,17 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
+from indexer.core.errors import Failure, Problem
 from indexer.runtime.logs import should_log
 from indexer.runtime.storage_errors import StorageCause, StorageFault, classify
 from indexer.search.retrieval import DocumentNotFound
-from indexer.search.searcher import SearchError
 from indexer.service.api.models import _M, MAX_ERROR_DETAILS, RETRY_AFTER_SECONDS, UNAVAILABLE
 
 log = structlog.get_logger("indexer.api")
+
+
+# A domain failure's kind as an HTTP status (indexer.core.errors.Problem).
+HTTP_STATUS = {Problem.INVALID: 422, Problem.NOT_FOUND: 404, Problem.UNAVAILABLE: 503, Problem.FAILED: 503}
 
 
 class ApiError(Exception):
@@ -111,8 +115,8 @@ def _call(route: str, fn: Callable[..., Any], *args: Any) -> Any:
         return fn(*args)
     except DocumentNotFound as exc:
         raise _Refused(404, str(exc) or "document not found") from None
-    except SearchError as exc:
-        status = exc.http_status if 400 <= exc.http_status < 600 else 503
+    except Failure as exc:  # SearchError and every other domain failure: its kind names the status
+        status = HTTP_STATUS[exc.problem]
         if status >= 500:
             if should_log(f"api.unavailable:{route}", 30.0):
                 log.warning("api.unavailable", route=route, error=str(exc))
