@@ -46,10 +46,37 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import (OUT, Timer, file_lock, fmt_s, loadavg, log, md_table, percentile, sha256_file,
-                          sha256_json, write_outputs)
-from bench.latency import (LOCOMO_PATH, MAX_RESULTS, NOISE, PERSONA, POOL_SIZE, TURNS_PER_SESSION, PoolEmbedder, corpus_config, locomo_lines, locomo_questions,
-                           make_docs, pool_texts, real_embedder, register_corpus, requests_for, session_labels)
+from bench.common import (
+    OUT,
+    Timer,
+    file_lock,
+    fmt_s,
+    loadavg,
+    log,
+    md_table,
+    percentile,
+    sha256_file,
+    sha256_json,
+    write_outputs,
+)
+from bench.latency import (
+    LOCOMO_PATH,
+    MAX_RESULTS,
+    NOISE,
+    PERSONA,
+    POOL_SIZE,
+    TURNS_PER_SESSION,
+    PoolEmbedder,
+    corpus_config,
+    locomo_lines,
+    locomo_questions,
+    make_docs,
+    pool_texts,
+    real_embedder,
+    register_corpus,
+    requests_for,
+    session_labels,
+)
 
 NAME = "ann"
 CORPUS_VERSION = "ann-corpus-v1"
@@ -325,7 +352,13 @@ def crossover(info: dict, real, questions: Sequence[str], scratch: Path, n: int)
     from lancedb.index import Bitmap
 
     from exporters.lancedb import RESULT_COLUMNS
-    from exporters.lancedb.schema import VECTOR_INDEX, refine_factor, vector_index_config, vector_nprobes, vector_partitions
+    from exporters.lancedb.schema import (
+        VECTOR_INDEX,
+        refine_factor,
+        vector_index_config,
+        vector_nprobes,
+        vector_partitions,
+    )
     from indexer.search.searcher import CANDIDATES
 
     src = lancedb.connect(str(corpus_config(Path(info["root"])).lancedb_dir))
@@ -374,8 +407,14 @@ def mb(n: float) -> str:
 
 
 def report(ctx: dict) -> str:
-    from exporters.lancedb.schema import (FLAT_MAX_ROWS, MIN_NPROBES, MIN_REFINE_ROWS, REFINE_FACTOR,
-                                          ROWS_PER_PARTITION, VECTOR_INDEX_MIN_ROWS)
+    from exporters.lancedb.schema import (
+        FLAT_MAX_ROWS,
+        MIN_NPROBES,
+        MIN_REFINE_ROWS,
+        REFINE_FACTOR,
+        ROWS_PER_PARTITION,
+        VECTOR_INDEX_MIN_ROWS,
+    )
 
     runs = ctx["runs"]
     lines = ["## ANN vector index (issue 12)", "",
@@ -390,7 +429,7 @@ def report(ctx: dict) -> str:
              "(here every size gets the index, for the comparison). \"Exact\" = "
              "`Retriever.use_vector_index = False`: every vector query a flat scan, as before issue 12.", ""]
     rows = []
-    for size, r in runs.items():
+    for _size, r in runs.items():
         lat = r["latency"]
         rows.append([f"{r['corpus']['chunks']:,}",
                      f"{lat['persona/exact']['p50']:.0f} / {lat['persona/exact']['p95']:.0f} ({lat['persona/exact']['n']})",
@@ -402,7 +441,7 @@ def report(ctx: dict) -> str:
               "", md_table(["chunks", "persona, exact", "persona, index", "session, exact", "session, index",
                             "load average"], rows), ""]
     rows = []
-    for size, r in runs.items():
+    for _size, r in runs.items():
         v = r["vector"]
         rows.append([f"{r['corpus']['chunks']:,}", f"{r['index']['partitions']}", f"{v['route_whole']}",
                      f"**{v['recall10']:.3f}** (min {v['recall10_min']:.1f})", f"{v['recall200']:.3f}",
@@ -420,7 +459,7 @@ def report(ctx: dict) -> str:
               "candidates, `details()` for the results shown): each selected column is a random read per candidate.",
               ""]
     rows = []
-    for size, r in runs.items():
+    for _size, r in runs.items():
         ix, m = r["index"], r["maintenance"]
         rows.append([f"{r['corpus']['chunks']:,}", f"{ix['build_seconds']:.1f} s",
                      f"{m['upsert_seconds']:.1f} s", f"{m['found_before']}/{m['probes']} ({m['unindexed_before']:,})",

@@ -13,8 +13,8 @@ import json
 import random
 import sys
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 
 from redaction import REDACTION_VERSION, redact
 

@@ -71,7 +71,7 @@ def fmt_s(seconds: float) -> str:
 
 
 class Timer:
-    def __enter__(self) -> "Timer":
+    def __enter__(self) -> Timer:
         self.start = time.perf_counter()
         self.seconds = 0.0
         return self
@@ -189,7 +189,7 @@ class file_lock:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
 
-    def __enter__(self) -> "file_lock":
+    def __enter__(self) -> file_lock:
         import fcntl
 
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -57,8 +57,22 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.common import (LOCOMO_PATH, OUT, REPO, Timer, file_lock, fmt_s, git_commit, loadavg, log, md_table,
-                          percentile, sha256_file, sha256_json, write_outputs)
+from bench.common import (
+    LOCOMO_PATH,
+    OUT,
+    REPO,
+    Timer,
+    file_lock,
+    fmt_s,
+    git_commit,
+    loadavg,
+    log,
+    md_table,
+    percentile,
+    sha256_file,
+    sha256_json,
+    write_outputs,
+)
 
 NAME = "fold_cost"
 CORPUS_VERSION = "fold-corpus-v1"
@@ -359,7 +373,7 @@ def search_phase(searcher, reqs) -> dict:
 def child_backfill(spec: dict) -> dict:
     """A backfill of the whole ledger into a fresh index, queries, the first maintenance, queries."""
     quiet_logs()
-    from indexer.search.searcher import SearchRequest, Searcher
+    from indexer.search.searcher import Searcher, SearchRequest
     from indexer.sync.engine import sync_once
 
     root, variant = Path(spec["root"]), spec["variant"]

@@ -51,8 +51,23 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import (LOCOMO_PATH, OUT, REPO, Timer, file_lock, fmt_s, loadavg, log, md_table, median,
-                          percentile, sha256_file, sha256_json, wait_for_redaction, write_outputs)
+from bench.common import (
+    LOCOMO_PATH,
+    OUT,
+    REPO,
+    Timer,
+    file_lock,
+    fmt_s,
+    loadavg,
+    log,
+    md_table,
+    median,
+    percentile,
+    sha256_file,
+    sha256_json,
+    wait_for_redaction,
+    write_outputs,
+)
 
 NAME = "latency"
 CORPUS_VERSION = "latency-corpus-v2"  # v2: turns carry turn_seq
@@ -155,9 +170,9 @@ class PoolEmbedder:
 
 def real_embedder(cache_dir: Path):
     """The real model (packaged MiniLM, as ``make_embedder`` loads it) with a bench-wide vector cache."""
-    from indexer.runtime.config import load_config
-    from indexer.embedding.factory import make_embedder
     from indexer.embedding.cache import CachedEmbedder
+    from indexer.embedding.factory import make_embedder
+    from indexer.runtime.config import load_config
 
     cache_dir.mkdir(parents=True, exist_ok=True)
     config = load_config(None, env={}, overrides={"index": {"dir": str(cache_dir)}})
@@ -231,8 +246,8 @@ def build_corpus(size_name: str, n_turns: int, real, pool: Sequence[str], pool_v
 def _build_corpus(size_name: str, n_turns: int, real, pool: Sequence[str], pool_vecs: np.ndarray) -> dict:
     from exporters.lancedb import LanceSink
     from exporters.lancedb.schema import VECTOR_INDEX_MIN_ROWS
-    from indexer.core.chunking import CHUNKING_VERSION
     from indexer.core.build import DOCUMENT_FORMAT_VERSION
+    from indexer.core.chunking import CHUNKING_VERSION
 
     key = sha256_json({"v": CORPUS_VERSION, "n": n_turns, "pool": POOL_SIZE, "noise": NOISE,
                        "data": sha256_file(LOCOMO_PATH), "fp": real.fingerprint, "chunking": CHUNKING_VERSION,
@@ -457,7 +472,7 @@ class _RecordBatches:
     def __init__(self, fast) -> None:
         self.fast, self.batches = fast, []
 
-    def __enter__(self) -> "_RecordBatches":
+    def __enter__(self) -> _RecordBatches:
         original = type(self.fast)._embed_batch.__get__(self.fast)
 
         def record(texts, *args):
@@ -478,9 +493,9 @@ def sync_throughput(real, lines: Sequence[str], n: int, reps: int) -> dict:
     sort of ``_write_in_parts`` disabled (``sorted`` shadowed in ``indexer.sync.engine``: the document order
     before commit f239372), for the record of what the sort buys."""
     import indexer.sync.writes as sync_mod  # write_in_parts sorts the documents it embeds
+    from indexer.embedding.cache import CachedEmbedder
     from indexer.runtime.config import load_config
     from indexer.sync.context import Indexer, build_sinks
-    from indexer.embedding.cache import CachedEmbedder
     from indexer.sync.engine import sync_once
     from ledger.writer import LedgerWriter
 

@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import itertools
 import datetime as dt
+import itertools
 import json
 import math
 import re
@@ -48,9 +48,22 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.common import (
+    LOCOMO_PATH,
+    OUT,
+    Timer,
+    file_lock,
+    fmt_s,
+    log,
+    md_table,
+    median,
+    percentile,
+    sha256_file,
+    sha256_json,
+    wait_for_redaction,
+    write_outputs,
+)
 from indexer.core.ranking import Fusion, RankingSettings
-from bench.common import (LOCOMO_PATH, OUT, Timer, file_lock, fmt_s, log, md_table, median, percentile,
-                          sha256_file, sha256_json, wait_for_redaction, write_outputs)
 
 NAME = "locomo"
 MAPPING_VERSION = "locomo-map-v2"  # bump when the ledger mapping below changes
@@ -125,7 +138,7 @@ class Question:
 def parse_session_date(value: str) -> int:
     """``"1:56 pm on 8 May, 2023"`` → epoch ms (read as UTC)."""
     when = dt.datetime.strptime(" ".join(value.split()), "%I:%M %p on %d %B, %Y")
-    return int(when.replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
+    return int(when.replace(tzinfo=dt.UTC).timestamp() * 1000)
 
 
 def session_numbers(conversation: dict) -> list[int]:
@@ -324,10 +337,10 @@ def build_index(samples: Sequence[dict], *, allow_no_redaction: bool, rebuild: b
 
 def _build_index(samples: Sequence[dict], *, allow_no_redaction: bool, rebuild: bool,
                  model: str | None = None) -> Built:
+    from indexer.embedding.cache import CachedEmbedder
+    from indexer.embedding.factory import make_embedder
     from indexer.runtime.config import load_config
     from indexer.sync.context import Indexer, build_sinks
-    from indexer.embedding.factory import make_embedder
-    from indexer.embedding.cache import CachedEmbedder
     from indexer.sync.engine import sync_once
     from indexer.sync.progress import ProgressTotals
 

@@ -28,8 +28,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path

@@ -52,6 +52,8 @@ from pathlib import Path
 from bench import objectstore_readers as readers
 from bench.common import OUT, Timer, file_lock, fmt_s, loadavg, log, md_table, percentile, write_outputs
 from bench.latency import (
+    PERSONA,
+    TURNS_PER_SESSION,
     PoolEmbedder,
     locomo_lines,
     locomo_questions,
@@ -60,8 +62,6 @@ from bench.latency import (
     real_embedder,
     register_corpus,
     session_labels,
-    PERSONA,
-    TURNS_PER_SESSION,
 )
 
 NAME = "objectstore"

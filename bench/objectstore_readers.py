@@ -22,8 +22,8 @@ from __future__ import annotations
 import random
 import shutil
 import time
-from datetime import timedelta
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 
 from bench.common import Timer, fmt_s, loadavg, log, md_table, percentile

@@ -21,8 +21,21 @@ import time
 from collections.abc import Sequence
 
 from bench.common import LOCOMO_PATH, fmt_s, git_commit, loadavg, log, md_table, median, write_outputs
-from bench.locomo import (CATEGORIES, DRAGON, QueryMemo, aggregate, build_index, grid_points, leave_one_out,
-                          limit_questions, lines_of, questions_of, recalls, retrieve_all, run_searcher)
+from bench.locomo import (
+    CATEGORIES,
+    DRAGON,
+    QueryMemo,
+    aggregate,
+    build_index,
+    grid_points,
+    leave_one_out,
+    limit_questions,
+    lines_of,
+    questions_of,
+    recalls,
+    retrieve_all,
+    run_searcher,
+)
 
 NAME = "recall_compare"
 DEFAULT_MODELS = ("sentence-transformers/all-MiniLM-L6-v2", "intfloat/multilingual-e5-small-q4")

@@ -31,7 +31,6 @@ import re
 import sqlite3
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
@@ -55,7 +54,7 @@ def variant_texts(lines, variant: str) -> list[str]:
         if variant == "prev" and i > 0 and lines[i - 1].session == ln.session and lines[i - 1].sample_id == ln.sample_id:
             t = turn_text(lines[i - 1]) + "\n" + t
         elif variant == "date":
-            day = dt.datetime.fromtimestamp(ln.ts_ms / 1000, tz=dt.timezone.utc)
+            day = dt.datetime.fromtimestamp(ln.ts_ms / 1000, tz=dt.UTC)
             t = f"session date: {day.day} {day:%B %Y}\n" + t
         out.append(t)
     return out

@@ -133,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                      " / ".join(f"{v:.2f}" for v in r["gold_cos_q"]), " / ".join(f"{v:.2f}" for v in r["other_cos_q"]),
                      f"{r['cosine_floor']:.2f} – {r['cosine_ceiling']:.2f}"])
     md = "\n".join([
-        f"# Packaged embedding models: cost (issue 36)\n",
+        "# Packaged embedding models: cost (issue 36)\n",
         f"`python -m bench.recall_models --runs {args.runs} --texts {args.texts} --queries {args.queries}`; "
         f"load average before {load_before}, after {loadavg()}; a fresh process per model and run, medians.\n",
         md_table(["model", "query ms p50", "query CPU ms p50", "docs/s", "docs/CPU-s", "RSS added by loading (MB)",

@@ -1292,7 +1292,7 @@ def build_catalog(rng: random.Random) -> list[dict]:
             add(text, [secret], vendor, f"{vendor} connection uri", f"catalog.uri.{ci}", catalog, source)
 
     for vendor, form in GITGUARDIAN_FORMS:
-        for ci in range(3):
+        for _ in range(3):
             vals = dict(hi=g.mixed(ALNUM + "_./+-", g.r.randint(18, 40)), pw=g.password(),
                         cli=g.mixed(ALNUM + "_.-", g.r.randint(14, 30)))
             text = fill(form, vals)

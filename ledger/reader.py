@@ -16,8 +16,8 @@ from pathlib import Path
 
 from peewee import Case, Cast, SqliteDatabase, Value, fn
 
-from ledger.models import BoundModels
 from ledger.connection import RAW, open_ledger
+from ledger.models import BoundModels
 from ledger.rows import (
     CompactionRow,
     HistoryRow,
@@ -94,14 +94,14 @@ class LedgerReader:
         self.has_compactions = "compactions" in tables
 
     @classmethod
-    def open(cls, path: str | Path, **kwargs) -> "LedgerReader":
+    def open(cls, path: str | Path, **kwargs) -> LedgerReader:
         return cls(open_ledger(path), **kwargs)
 
     def close(self) -> None:
         self.db.close()
 
     @contextlib.contextmanager
-    def snapshot(self) -> Iterator["LedgerReader"]:
+    def snapshot(self) -> Iterator[LedgerReader]:
         """One short read transaction: every query inside sees the same state."""
         with self.db.atomic():
             yield self

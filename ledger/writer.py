@@ -61,7 +61,7 @@ class LedgerWriter:
     def close(self) -> None:
         self.conn.close()
 
-    def __enter__(self) -> "LedgerWriter":
+    def __enter__(self) -> LedgerWriter:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -24,12 +24,12 @@ import structlog
 from fastapi.testclient import TestClient
 from structlog.testing import capture_logs
 
-from indexer.service.api import ADMIN_DISABLED, API_VERSION, ApiBackend, ApiError, create_app
-from indexer.service.metrics import Metrics
-from indexer.search.retrieval import DocumentNotFound, GetResult
 from indexer.core.errors import Problem
 from indexer.core.scopes import Scope
+from indexer.search.retrieval import DocumentNotFound, GetResult
 from indexer.search.searcher import SearchError, SearchRequest, SearchResponse, SearchResult
+from indexer.service.api import ADMIN_DISABLED, API_VERSION, ApiBackend, ApiError, create_app
+from indexer.service.metrics import Metrics
 
 TOKEN = "s3cret-admin-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -128,8 +128,8 @@ def test_locomo_pipeline_end_to_end_with_fake_embedder(tmp_path: Path):
     from fake_embedder import FakeEmbedder
 
     from indexer.runtime.config import load_config
-    from indexer.sync.context import Indexer, build_sinks
     from indexer.search.searcher import Searcher
+    from indexer.sync.context import Indexer, build_sinks
     from indexer.sync.engine import sync_once
 
     db = tmp_path / "ledger.db"

@@ -8,8 +8,14 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from indexer.core.chunking import (
+    CHUNKING_VERSION,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_OVERLAP_TOKENS,
+    MAX_CHARS_PER_TOKEN,
+    chunk_document,
+)
 from indexer.embedding import model_files
-from indexer.core.chunking import MAX_CHARS_PER_TOKEN, CHUNKING_VERSION, DEFAULT_MAX_TOKENS, DEFAULT_OVERLAP_TOKENS, chunk_document
 
 _TOK = re.compile(r"\w+|[^\w\s]")
 

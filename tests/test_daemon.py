@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import signal
 import socket
-import re
 import subprocess
 import sys
 import time

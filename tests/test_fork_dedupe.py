@@ -8,13 +8,13 @@ understands."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from fake_embedder import FakeEmbedder
 from fastapi.testclient import TestClient
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from indexer.core.results import Hit, collapse, shown_candidates
-from indexer.search.searcher import SearchRequest, Searcher
+from indexer.search.searcher import Searcher, SearchRequest
 from indexer.state.db import StateDB
 from indexer.sync.context import Indexer, build_sinks
 from indexer.sync.engine import sync_once

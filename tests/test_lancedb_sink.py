@@ -17,8 +17,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fake_embedder import FakeEmbedder
-
-from tests.builders import document
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -34,6 +32,7 @@ from exporters.lancedb import (
 )
 from exporters.lancedb.rows import document_chunks
 from indexer.core.types import DocKind, Document, Source
+from tests.builders import document
 
 REPO = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent

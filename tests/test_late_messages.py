@@ -71,8 +71,8 @@ def test_a_failed_turn_retried_in_place_is_indexed_with_its_answer(writer, ix):
 
 def test_a_pass_reads_only_the_messages_after_its_mark_and_none_while_the_ledger_is_unchanged(writer, ix,
                                                                                                 monkeypatch):
-    from indexer.sync import quiet
     from indexer.state.install_key import keyed_digest
+    from indexer.sync import quiet
     from indexer.sync.late import LATE_MARK_KEY
     from ledger.reader import LedgerReader, row_digest
 

@@ -12,8 +12,20 @@ import sys
 
 import pytest
 
-from tests.mcp_helpers import (DM, ROOT, WORKER, Stdio, StdioLines, assert_answer, assert_refused, clean_env, cli,
-                               demo_config, first_path, persona_paths)
+from tests.mcp_helpers import (
+    DM,
+    ROOT,
+    WORKER,
+    Stdio,
+    StdioLines,
+    assert_answer,
+    assert_refused,
+    clean_env,
+    cli,
+    demo_config,
+    first_path,
+    persona_paths,
+)
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -61,8 +61,8 @@ def test_a_principal_whose_session_holds_nul_is_taken_as_the_api_takes_it():
 
 
 def test_mcp_over_stdio_refuses_a_session_that_is_not_utf8_at_start_up():
-    from indexer.cli.mcp import run_mcp
     from indexer.cli.common import CliError
+    from indexer.cli.mcp import run_mcp
 
     with pytest.raises(CliError) as info:
         run_mcp(load_config(None, env={}), persona="atlas", session="ma\udcffin", scope="persona")

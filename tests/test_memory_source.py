@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from exporters.qmd import QmdExporter
 from indexer.sync.context import Indexer
-from indexer.sync.memory_source import list_memory_files
 from indexer.sync.engine import sync_once
+from indexer.sync.memory_source import list_memory_files
 
 
 def test_memory_files_follow_the_workspace(writer, config_factory, tmp_path):

@@ -7,7 +7,7 @@ import threading
 
 from indexer.embedding import e5_files, model_files
 from indexer.embedding.factory import make_embedder
-from indexer.search.searcher import SearchRequest, Searcher
+from indexer.search.searcher import Searcher, SearchRequest
 from indexer.sync.context import Indexer, build_sinks
 from indexer.sync.engine import sync_once
 from tests.conftest import make_config

@@ -17,7 +17,6 @@ from indexer.embedding import model_files as mf
 from indexer.embedding.embedder import FastEmbedder
 from indexer.embedding.model_graph import ModelGraphError, gather_before_dequantize, matmul_nbits
 
-
 # Random-vocabulary texts in the corpus: 160 read most rows of the word table and cost ~45 CPU-s a
 # model pair (`make test-slow`); 40 show the same on a quarter of that in `make test` (what each
 # rewrite computes on every row is also checked on small graphs below).

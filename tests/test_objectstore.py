@@ -26,7 +26,7 @@ from exporters.base import SinkError
 from exporters.lancedb import LanceSink, Retriever
 from exporters.lancedb.lease import LeaseHeld, LeaseLost, WriterLease, epochs, lease_table
 from exporters.lancedb.location import IndexLocation
-from exporters.lancedb.published import PublishedScopes, ScopeStateUnavailable
+from exporters.lancedb.published import ScopeStateUnavailable
 from exporters.lancedb.store import _connect
 from indexer.core.errors import Failure, Problem
 from indexer.runtime.config import ConfigError, load_config

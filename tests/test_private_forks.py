@@ -12,11 +12,11 @@ from types import SimpleNamespace
 import pytest
 from fake_embedder import FakeEmbedder
 
+from indexer.cli.visibility import apply_visibility
 from indexer.search.retrieval import DocumentNotFound, get_document
-from indexer.search.searcher import SearchRequest, Searcher
+from indexer.search.searcher import Searcher, SearchRequest
 from indexer.sync.context import Indexer, build_sinks
 from indexer.sync.engine import sync_once
-from indexer.cli.visibility import apply_visibility
 
 SECRET_WORDS = "zanzibarplum merger closes friday"
 

@@ -9,18 +9,17 @@ import time
 from pathlib import Path
 
 import pytest
-
-from tests.builders import document
 import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from exporters.base import Exporter, Rebuild, SinkError
+from exporters.qmd import HEADER_LINES, QmdExporter, UpdateResult
 from exporters.qmd import files as qmd_files
 from exporters.qmd import rebuild as qmd_rebuild
-from exporters.qmd import HEADER_LINES, QmdExporter, UpdateResult
 from indexer.core.safe_names import safe_segment
 from indexer.core.types import DocKind, Document, Source
+from tests.builders import document
 
 try:
     from tests.qmd_tool import QmdCli

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from exporters.qmd import QmdExporter
+from indexer.cli.visibility import apply_visibility
 from indexer.sync.context import open_indexer
 from indexer.sync.engine import sync_once
-from indexer.cli.visibility import apply_visibility
 from ledger.writer import LedgerWriter
 from tests.conftest import make_config
 from tests.qmd_tool import QmdCli

@@ -6,7 +6,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from indexer.core.ranking import SHIPPED, Candidate, Fusion, RankingSettings, keyword_score, rank, with_context, with_time
+from indexer.core.ranking import (
+    SHIPPED,
+    Candidate,
+    Fusion,
+    RankingSettings,
+    keyword_score,
+    rank,
+    with_context,
+    with_time,
+)
 from indexer.core.time_hints import DAY_MS, TimeHints, Window
 
 NO_DATES = TimeHints()

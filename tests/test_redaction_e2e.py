@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from indexer.runtime.config import load_config
-from indexer.sync.context import Indexer, build_sinks
 from indexer.embedding.factory import make_embedder
-from indexer.search.searcher import SearchRequest, Searcher
+from indexer.runtime.config import load_config
+from indexer.search.searcher import Searcher, SearchRequest
+from indexer.sync.context import Indexer, build_sinks
 from indexer.sync.engine import sync_once
 from ledger.writer import LedgerWriter, ToolUse
 

@@ -11,7 +11,6 @@ import pytest
 
 from redaction import redact
 
-
 CAUGHT_CLI = [
     ('smbclient //fs/share -U admin%Xk9#mQ2vL8',
      ['Xk9#mQ2vL8']),

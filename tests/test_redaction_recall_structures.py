@@ -11,7 +11,6 @@ import pytest
 
 from redaction import redact
 
-
 CAUGHT_GROUPS = [
     ("Here's the licence key: K7QX2-M9PLD-4RT8W-ZN3VB-Y6HJC",
      ['K7QX2-M9PLD-4RT8W-ZN3VB-Y6HJC']),

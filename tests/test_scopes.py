@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from exporters.lancedb import LanceSink
-from indexer.runtime.config import load_config
-from indexer.sync.context import Indexer
 from indexer.core.scopes import Scope, ScopeError, ScopeFacts, resolve
-from indexer.search.searcher import SearchRequest, Searcher
+from indexer.runtime.config import load_config
+from indexer.search.searcher import Searcher, SearchRequest
+from indexer.sync.context import Indexer
 from indexer.sync.engine import sync_once
 from ledger.writer import LedgerWriter
 from tests.fake_embedder import FakeEmbedder

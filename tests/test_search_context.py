@@ -15,12 +15,12 @@ from fake_embedder import FakeEmbedder
 
 from exporters.lancedb import ACTIVE_FILE, SCHEMA_VERSION, open_retriever
 from exporters.lancedb.rebuild import LanceRebuild
+from indexer.search.searcher import Searcher, SearchRequest
 from indexer.sync.context import Indexer, build_sinks
-from indexer.search.searcher import SearchRequest, Searcher
 from indexer.sync.engine import sync_once
 
 DAY = 86_400_000
-T0 = int(dt.datetime(2025, 3, 3, 12, tzinfo=dt.timezone.utc).timestamp() * 1000)
+T0 = int(dt.datetime(2025, 3, 3, 12, tzinfo=dt.UTC).timestamp() * 1000)
 
 
 def index(config, embedder):
@@ -97,7 +97,7 @@ def test_a_date_in_the_query_prefers_what_was_said_then(writer, config_factory):
     config = config_factory(sinks=("lancedb",))
     embedder = FakeEmbedder()
     index(config, embedder)
-    when = dt.datetime.fromtimestamp((T0 + 30 * DAY) / 1000, dt.timezone.utc)
+    when = dt.datetime.fromtimestamp((T0 + 30 * DAY) / 1000, dt.UTC)
     for mode in ("hybrid", "keyword", "vector"):
         dated = ask(config, embedder, f"garden fence on {when:%B} {when.day}, {when.year}", mode=mode)
         assert dated[0].session == "s1", mode
@@ -150,6 +150,6 @@ def test_session_scope_with_dates_stays_in_scope(writer, config_factory, scope):
     config = config_factory(sinks=("lancedb",))
     embedder = FakeEmbedder()
     index(config, embedder)
-    when = dt.datetime.fromtimestamp((T0 + 2 * DAY) / 1000, dt.timezone.utc)
+    when = dt.datetime.fromtimestamp((T0 + 2 * DAY) / 1000, dt.UTC)
     results = ask(config, embedder, f"ferry timetable {when:%Y-%m-%d}", session="a", scope=scope)
     assert [r.session for r in results] == ["a"]

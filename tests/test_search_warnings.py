@@ -6,7 +6,6 @@ failure is real too: the table's FTS index is dropped."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient

@@ -12,9 +12,9 @@ import pytest
 
 from exporters.base import SinkError
 from exporters.qmd import QmdExporter
-from indexer.sync.context import Indexer
 from indexer.core.safe_names import safe_segment
 from indexer.state.db import CURSOR_KEY
+from indexer.sync.context import Indexer
 from indexer.sync.engine import sync_once
 from indexer.sync.progress import ProgressTotals
 from ledger.writer import ToolUse

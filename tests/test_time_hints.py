@@ -10,12 +10,12 @@ from hypothesis import strategies as st
 
 from indexer.core.time_hints import DAY_MS, TimeHints, Window, parse
 
-NOW = dt.datetime(2026, 11, 21, 15, 30, tzinfo=dt.timezone.utc)  # a Saturday
+NOW = dt.datetime(2026, 11, 21, 15, 30, tzinfo=dt.UTC)  # a Saturday
 
 
 def days(hints: TimeHints) -> list[tuple[str, str]]:
     def f(ms: int) -> str:
-        return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d")
+        return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d")
 
     return [(f(w.start_ms), f(w.end_ms)) for w in hints.windows]
 

@@ -52,7 +52,6 @@ from exporters.lancedb.local_reads import LocalReads
 from exporters.lancedb.location import IndexLocation
 from exporters.lancedb.pointer import ACTIVE_FILE, _ActivePointer
 from exporters.lancedb.rank_cache import RankCaches, RankCacheStale
-from exporters.lancedb.where import Where, _as_where, _needs_details, _prefiltered, _shaped
 from exporters.lancedb.schema import (
     DETAIL_COLUMNS,
     FLAT_MAX_ROWS,
@@ -63,6 +62,7 @@ from exporters.lancedb.schema import (
     vector_nprobes,
 )
 from exporters.lancedb.store import _connect, _paths_of, _read_doc, new_session
+from exporters.lancedb.where import Where, _as_where, _needs_details, _prefiltered, _shaped
 from indexer.core.scopes import ScopeFilter
 
 _WORD = re.compile(r"[\w']+", re.UNICODE)
@@ -121,9 +121,8 @@ class Retriever:
         #: (:mod:`exporters.lancedb.reader_cache`); None: every query reads the store
         self.cache = None
         if not self.location.is_local:
-            from exporters.lancedb.reader_cache import ReaderCache
-
             from exporters.lancedb.pointer import TablePointer
+            from exporters.lancedb.reader_cache import ReaderCache
 
             def tables(pointer) -> set[str]:
                 return {e["table"] for e in pointer.get()["personas"].values()}

@@ -12,9 +12,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from exporters.base import SinkError
 import exporters.lancedb.retire as retire
 import exporters.lancedb.vector_maint as vector_maint
+from exporters.base import SinkError
 from exporters.lancedb.coverage import fold_written
 from exporters.lancedb.location import IndexLocation
 from exporters.lancedb.pointer import ACTIVE_FILE, _ActivePointer

@@ -55,7 +55,7 @@ def _render(doc: Document) -> bytes:
     if not title:
         title = doc.path.rsplit("/", 1)[-1][: -len(".md")]
     try:
-        return f"# {title}\n\n{doc.text}".encode("utf-8")
+        return f"# {title}\n\n{doc.text}".encode()
     except UnicodeEncodeError as exc:
         raise SinkError(
             f"qmd: document {doc.path!r} contains text that is not valid UTF-8 ({exc.reason}); "

@@ -233,7 +233,7 @@ def run_search_batch(config: Config, source: str, *, as_json: bool = True) -> in
                        EXIT_USAGE) from None
     try:
         searcher = Searcher.open(config)
-    except SearchError as exc:
+    except SearchError:
         if stream is not sys.stdin:
             stream.close()
         raise  # a Failure: the CLI's door gives it its exit code

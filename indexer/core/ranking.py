@@ -43,8 +43,8 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from indexer.core.time_hints import TimeHints
 

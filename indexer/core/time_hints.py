@@ -93,7 +93,7 @@ class TimeHints:
 
 
 def _ms(d: dt.date) -> int:
-    return int(dt.datetime(d.year, d.month, d.day, tzinfo=dt.timezone.utc).timestamp() * 1000)
+    return int(dt.datetime(d.year, d.month, d.day, tzinfo=dt.UTC).timestamp() * 1000)
 
 
 def _day(y: int, m: int, d: int) -> Window | None:
@@ -153,8 +153,8 @@ def _unit_window(which: str, unit: str, today: dt.date) -> Window:
 
 def parse(query: str, now: dt.datetime | None = None) -> TimeHints:
     """The time windows named in ``query``; relative words are read against ``now`` (UTC)."""
-    now = now or dt.datetime.now(dt.timezone.utc)
-    today = now.astimezone(dt.timezone.utc).date()
+    now = now or dt.datetime.now(dt.UTC)
+    today = now.astimezone(dt.UTC).date()
     text = query
     windows: list[Window] = []
 

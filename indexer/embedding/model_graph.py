@@ -28,8 +28,8 @@ which ``pyproject.toml`` pins: the assembled file's sha256 is pinned in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 

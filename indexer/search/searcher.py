@@ -233,7 +233,7 @@ class Searcher:
         self._model_errors = RateLimitedLogger(log, every_s=300, level="warning")
 
     @classmethod
-    def open(cls, config: Config, **kwargs) -> "Searcher":
+    def open(cls, config: Config, **kwargs) -> Searcher:
         if "lancedb" not in config.index.sinks:
             raise SearchError("memory_search needs the lancedb sink: add \"lancedb\" to [index] sinks, then sync")
         if not config.index.object_store and not config.state_db_path.exists():
@@ -282,7 +282,7 @@ class Searcher:
 
     def search(self, request: SearchRequest) -> SearchResponse:
         if request.mode is not Mode.KEYWORD:
-            self.embedder  # load outside the timer (first query only)
+            _ = self.embedder  # load outside the timer (first query only)
         started = time.perf_counter()
         try:
             found = self.retrieve(request)

@@ -30,11 +30,11 @@ from indexer.runtime.storage_errors import classify
 from indexer.service.opening import OpenedIndex, OpenRetry, open_index
 from indexer.service.sdnotify import Notifier
 from indexer.service.storage import names_storage_faults, storage_places
+from indexer.service.worker import WORKER_JOIN_S, SyncWorker
 from indexer.state.lock import acquire
 
 log = structlog.get_logger("indexer.daemon")
 
-from indexer.service.worker import WORKER_JOIN_S, SyncWorker
 
 
 class Daemon:

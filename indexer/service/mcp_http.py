@@ -93,7 +93,7 @@ def load_token_file(path: Path) -> TokenTable:
         if not line or line.startswith("#"):
             continue
 
-        def bad(reason: str) -> TokenFileError:
+        def bad(reason: str, number: int = number) -> TokenFileError:
             return TokenFileError(f"[mcp] token_file {path} line {number}: {reason}")
 
         try:

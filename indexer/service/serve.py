@@ -21,7 +21,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import structlog
 
@@ -36,7 +36,7 @@ READ_ONLY = ("this is a read-only replica (`ledger-indexer serve`): make project
 def _iso(ms: int | None) -> str | None:
     if not ms:
         return None
-    return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def published_status(config: Config, retriever=None) -> dict:

@@ -20,8 +20,8 @@ import structlog
 from exporters.base import SinkError
 from indexer.runtime.logs import RateLimitedLogger
 from indexer.runtime.storage_errors import StorageFault, classify
-from indexer.service.storage import storage_places
 from indexer.service.pass_progress import PassProgress, PassSnapshot
+from indexer.service.storage import storage_places
 from ledger.connection import LedgerUnavailable
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ class SyncStats:
 class SyncWorker:
     """Runs passes one at a time on its own thread, woken by :meth:`wake`."""
 
-    def __init__(self, daemon: "Daemon"):
+    def __init__(self, daemon: Daemon):
         self.d = daemon
         self.stats = SyncStats()
         self._wake = threading.Event()

@@ -8,7 +8,7 @@ from fastapi import Path
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from indexer.core.names import DOC_PATH, LABEL, NO_NUL_PATTERN, PERSONA, PROJECT_NAME, TextRule
+from indexer.core.names import DOC_PATH, LABEL, PERSONA, PROJECT_NAME, TextRule
 from indexer.core.scopes import Scope
 from indexer.search.searcher import MAX_QUERY_CHARS, Mode, SearchRequest
 
