@@ -103,16 +103,13 @@ class ScopeFilter:
 
 
 def resolve(persona: str, scope: Scope, session: str | None, sources: frozenset[str], facts: ScopeFacts) -> ScopeFilter:
-    if scope in (Scope.SESSION, Scope.PROJECT) and not session:
-        raise ScopeError(f"scope '{scope.value}' needs the caller's session label in 'session'")
     # A private session is visible only to itself; a deleted one to nobody.
     excluded = set(facts.deleted) | {s for s in facts.private if s != session}
-    if scope is Scope.SESSION:
-        allowed: frozenset[str] | None = frozenset({session})
-    elif scope is Scope.PROJECT:
-        allowed = frozenset(facts.project_peers | {session})
-    else:
-        allowed = None
+    allowed: frozenset[str] | None = None
+    if scope in (Scope.SESSION, Scope.PROJECT):
+        if not session:
+            raise ScopeError(f"scope '{scope.value}' needs the caller's session label in 'session'")
+        allowed = frozenset({session}) if scope is Scope.SESSION else frozenset(facts.project_peers | {session})
     return ScopeFilter(
         persona=persona,
         include_sessions="sessions" in sources,
