@@ -73,7 +73,6 @@ def test_a_pass_reads_only_the_messages_after_its_mark_and_none_while_the_ledger
                                                                                                 monkeypatch):
     from indexer.state.install_key import keyed_digest
     from indexer.sync import quiet
-    from indexer.sync.late import LATE_MARK_KEY
     from ledger.reader import LedgerReader, row_digest
 
     monkeypatch.setattr(quiet, "SETTLE_S", 0.0)  # trust the ledger files' stamp at once
@@ -91,16 +90,16 @@ def test_a_pass_reads_only_the_messages_after_its_mark_and_none_while_the_ledger
     def newest():
         rowid, mid, key = writer.conn.execute(
             f"SELECT rowid, id, {LedgerReader._ROW_KEY} FROM messages ORDER BY rowid DESC LIMIT 1").fetchone()
-        return [rowid, mid, "k1:" + keyed_digest(ix.state.key(), row_digest(key))]
+        return (rowid, mid, "k1:" + keyed_digest(ix.state.key(), row_digest(key)))
 
-    assert ix.state.get_json(LATE_MARK_KEY, "atlas")["checkpoints"][-1] == newest()
+    assert ix.state.late_mark("atlas")[-1] == newest()
     sync_once(ix)  # the ledger files unchanged
     assert reads == []
     before = newest()[0]
     writer.turn("other", user="another session", assistant="ok")
     sync_once(ix)
     assert reads == [(before, newest()[0])]
-    assert ix.state.get_json(LATE_MARK_KEY, "atlas")["checkpoints"][-1] == newest()
+    assert ix.state.late_mark("atlas")[-1] == newest()
 
 
 def test_an_answer_deleted_and_written_again_at_the_same_rowid_reaches_the_index(writer, ix):
@@ -186,12 +185,12 @@ def test_a_state_db_of_schema_5_gains_the_empty_turns_table_and_keeps_its_data(t
     monkeypatch.setattr(db_mod, "MIGRATIONS", db_mod.MIGRATIONS[:5])
     old = StateDB(path)
     old.register_sessions([("main", "atlas", "active")])
-    old.set_cursor("atlas", 7)
+    old.set_meta("memory_sessions_ledger_cursor_v1", "7", "atlas")  # as that release kept the cursor
     old.close()
     monkeypatch.undo()
     state = StateDB(path)
     try:
-        assert state.schema_version == 6
+        assert state.schema_version == 7
         assert state.get_cursor("atlas") == 7 and state.session("main").persona == "atlas"
         state.record_empty("atlas", [("main", "T1"), ("main", "T2")], filled=[])
         state.record_empty("atlas", [], filled=[("main", "T1")])
@@ -320,7 +319,7 @@ def test_the_newest_message_deleted_after_a_backfill_keeps_an_older_checkpoint(w
 def test_checkpoints_stay_spread_out_so_a_few_deleted_rows_never_force_a_backfill(writer, ix):
     """After a rebuild (checkpoints up to 4,096 rows back) and many tail passes, the newest ten
     messages deleted (their rowids handed out again) still leave a checkpoint that holds."""
-    from indexer.sync.late import LATE_MARK_KEY, MAX_CHECKPOINTS
+    from indexer.sync.late import MAX_CHECKPOINTS
 
     for i in range(40):
         writer.turn(f"s{i % 4}", user=f"question {i}", assistant=f"answer {i}")
@@ -329,7 +328,7 @@ def test_checkpoints_stay_spread_out_so_a_few_deleted_rows_never_force_a_backfil
     for i in range(12):
         turns.append(writer.turn("main", user=f"later question {i}", assistant=f"later answer {i}"))
         sync_once(ix)
-    checkpoints = ix.state.get_json(LATE_MARK_KEY, "atlas")["checkpoints"]
+    checkpoints = ix.state.late_mark("atlas")
     assert len(checkpoints) == MAX_CHECKPOINTS and checkpoints[0][0] < checkpoints[-1][0] - 20
     writer.execute("DELETE FROM messages WHERE rowid > (SELECT max(rowid) - 10 FROM messages)")
     late_message(writer, turns[0], "assistant", "a corrected first answer", 1)
@@ -346,7 +345,6 @@ def test_the_state_db_keeps_no_bytes_of_any_message_only_digests(writer, ix):
     token, never redacted (tool rows are never indexed), must not reach the state DB through it."""
     import sqlite3
 
-    from indexer.sync.late import LATE_MARK_KEY
     from ledger.writer import ToolUse
 
     token = "xoxb-1234567890-abcdefghijklmnopQRSTUV"
@@ -357,7 +355,7 @@ def test_the_state_db_keeps_no_bytes_of_any_message_only_digests(writer, ix):
     state_bytes = b"".join(p.read_bytes() for p in ix.state.path.parent.glob(ix.state.path.name + "*"))
     for form in (token.encode(), token.encode().hex().encode(), token.encode().hex().upper().encode()):
         assert form not in state_bytes
-    checkpoints = ix.state.get_json(LATE_MARK_KEY, "atlas")["checkpoints"]
+    checkpoints = ix.state.late_mark("atlas")
     assert checkpoints and all(isinstance(key, str) and key.startswith("k1:") and len(key) == 35
                                and int(key[3:], 16) >= 0 for _, _, key in checkpoints)
     conn = sqlite3.connect(ix.state.path)
@@ -366,13 +364,28 @@ def test_the_state_db_keeps_no_bytes_of_any_message_only_digests(writer, ix):
     conn.close()
 
 
+def reopen_at_schema_6_with_marks(ix, marks: dict) -> None:
+    """Turn ``ix``'s state DB back into schema 6 holding ``marks`` (persona: checkpoints) as that
+    layout's JSON rows of ``meta``, then open it again as a new process would: the migration to
+    schema 7 moves them into ``late_checkpoints``."""
+    import json
+
+    with ix.state.atomic():  # written as that layout's code wrote them (the WAL holds them, as it did)
+        ix.state.db.execute_sql("DELETE FROM late_checkpoints")
+        for persona, checkpoints in marks.items():
+            ix.state.db.execute_sql("INSERT INTO meta(key, scope, value) VALUES('late_messages_mark_v1', ?, ?)",
+                                    (persona, json.dumps({"checkpoints": checkpoints})))
+        ix.state.db.execute_sql("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+    ix.state._migrate()
+    ix.late_marks_converted = False  # as in a new process
+
+
 @pytest.mark.parametrize("layout", ["raw row keys", "plain digests"])
 def test_a_mark_of_an_earlier_layout_is_converted_in_every_persona_and_still_holds(writer, ix, layout):
     """Marks made before the keyed digest stored the raw row key (the message's first and last bytes),
-    then a plain digest of it (guessable for a short message). The first pass of a process rewrites
+    then a plain digest of it (guessable for a short message). The migration to schema 7 rewrites
     every persona's — one no longer synced too — to the keyed digest the reader's row gives (so the
-    checkpoint still holds: no backfill), and truncates the WAL that held the old rows."""
-    from indexer.sync.late import BACKFILL_DUE_KEY, LATE_MARK_KEY
+    checkpoint still holds: no backfill), and the first pass truncates the WAL that held the old rows."""
     from ledger.reader import LedgerReader, row_digest
 
     token = "code-730519-quokka"
@@ -381,16 +394,13 @@ def test_a_mark_of_an_earlier_layout_is_converted_in_every_persona_and_still_hol
     rows = writer.conn.execute(
         f"SELECT rowid, id, {LedgerReader._ROW_KEY} FROM messages ORDER BY rowid").fetchall()
     old = [[rowid, mid, key if layout == "raw row keys" else row_digest(key)] for rowid, mid, key in rows]
-    with ix.state.atomic():
-        ix.state.set_json(LATE_MARK_KEY, {"checkpoints": old}, "atlas")
-        ix.state.set_json(LATE_MARK_KEY, {"checkpoints": old}, "retired")  # a persona no longer synced
-    ix.late_marks_converted = False  # as in a new process
+    reopen_at_schema_6_with_marks(ix, {"atlas": old, "retired": old})  # "retired": a persona no longer synced
     turn = writer.turn("main", user="and staging?", assistant="us-east-2")
     sync_once(ix)
     assert body(ix, turn) == "User: and staging?\n\nAssistant: us-east-2"
-    assert ix.state.get_json(BACKFILL_DUE_KEY, "atlas") is None
+    assert ix.state.backfill_due("atlas") is None
     for persona in ("atlas", "retired"):
-        stored = ix.state.get_json(LATE_MARK_KEY, persona)["checkpoints"]
+        stored = ix.state.late_mark(persona)
         assert all(key.startswith("k1:") for _, _, key in stored), persona
     state_bytes = b"".join(p.read_bytes() for p in ix.state.path.parent.glob(ix.state.path.name + "*"))
     assert token.encode().hex().upper().encode() not in state_bytes
@@ -403,16 +413,14 @@ def test_a_wal_truncate_a_reader_held_off_is_retried_by_the_next_pass(writer, ix
     truncate stays owed until a later pass makes it."""
     import sqlite3
 
-    from indexer.sync.late import LATE_MARK_KEY, WAL_TRUNCATE_OWED_KEY
+    from indexer.sync.late import WAL_TRUNCATE_OWED_KEY
     from ledger.reader import LedgerReader
 
     token = "code-730519-quokka"
     writer.turn("main", user="which region hosts prod?", assistant=f"eu-west-3, {token}")
     sync_once(ix)
     rows = writer.conn.execute(f"SELECT rowid, id, {LedgerReader._ROW_KEY} FROM messages ORDER BY rowid").fetchall()
-    with ix.state.atomic():
-        ix.state.set_json(LATE_MARK_KEY, {"checkpoints": [list(r) for r in rows]}, "atlas")
-    ix.late_marks_converted = False  # as in a new process
+    reopen_at_schema_6_with_marks(ix, {"atlas": [list(r) for r in rows]})
     reader = sqlite3.connect(ix.state.path)
     reader.execute("BEGIN")
     reader.execute("SELECT count(*) FROM meta").fetchone()  # a read transaction held open
@@ -433,16 +441,12 @@ def test_a_wal_truncate_a_reader_held_off_is_retried_by_the_next_pass(writer, ix
 
 def test_a_mark_of_an_earlier_layout_that_cannot_be_read_is_dropped(writer, ix):
     """Its raw row keys may hold message bytes: one that cannot be parsed is not left behind."""
-    from indexer.sync.late import LATE_MARK_KEY
-
     writer.turn("main", user="which region hosts prod?", assistant="eu-west-3")
     sync_once(ix)
-    with ix.state.atomic():
-        ix.state.set_json(LATE_MARK_KEY, {"checkpoints": [["not a rowid", "m1", "1|5|secretbytes|secretbytes"]]},
-                          "bob")
-    ix.late_marks_converted = False
+    reopen_at_schema_6_with_marks(ix, {"bob": [["not a rowid", "m1", "1|5|secretbytes|secretbytes"]]})
     sync_once(ix)
-    assert ix.state.get_json(LATE_MARK_KEY, "bob") is None
+    assert ix.state.late_mark("bob") is None
+    assert b"secretbytes" not in b"".join(p.read_bytes() for p in ix.state.path.parent.glob(ix.state.path.name + "*"))
     assert ix.late_marks_converted is True
 
 

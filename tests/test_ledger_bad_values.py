@@ -147,7 +147,7 @@ def test_a_whole_build_keeps_the_indexed_turns_of_a_session_whose_new_head_canno
         if whole_build == "rebuild":
             summary = sync_once(ix, force=True).personas["atlas"]
         else:  # what a renumbered `messages` table schedules
-            ix.state.set_meta(late.BACKFILL_DUE_KEY, "messages_renumbered", "atlas")
+            ix.state.set_backfill_due("atlas", "messages_renumbered")
             summary = sync_once(ix).personas["atlas"]
         assert summary.mode == whole_build
         for sink in ix.sinks:

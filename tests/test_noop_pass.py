@@ -55,8 +55,10 @@ def test_a_state_db_of_schema_2_gains_the_indexes_and_keeps_its_data(tmp_path, m
     with old.atomic():
         old.record_documents(docs)
         old.register_sessions([("s0", "atlas", "active"), ("s1", "atlas", "deleted")])
-        old.record_bad("atlas", [("s2", "G1", "missing_turn", "gone")], {"G1": "fp"})
-        old.set_cursor("atlas", 42)
+        # as that release wrote them (its tables, its meta rows)
+        old.db.execute_sql("INSERT INTO bad_rows(persona, session_label, turn_id, reason, detail, seen_at,"
+                           " fingerprint, checked_at) VALUES('atlas', 's2', 'G1', 'missing_turn', 'gone', 1, 'fp', 0)")
+        old.set_meta("memory_sessions_ledger_cursor_v1", "42", "atlas")
     old.close()
     con = sqlite3.connect(path)
     names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
@@ -66,8 +68,9 @@ def test_a_state_db_of_schema_2_gains_the_indexes_and_keeps_its_data(tmp_path, m
     monkeypatch.undo()  # this release's migrations (3 and 4)
     state = StateDB(path)
     try:
-        assert state.schema_version == len(db_mod.MIGRATIONS) == 6
-        assert _index_columns(path, INDEXES_3) == {name: list(columns) for name, (_table, columns) in INDEXES_3.items()}
+        assert state.schema_version == len(db_mod.MIGRATIONS) == 7
+        assert _index_columns(path, INDEXES_3) == {"files_persona_source": ["persona", "source"],
+                                                   "bad_rows_persona_checked": []}  # its table: revisits since 7
         # the data is intact
         assert state.document_count("atlas") == 31
         assert state.paths("atlas", source="memory") == {"memory/MEMORY.md"}
@@ -81,12 +84,12 @@ def test_a_state_db_of_schema_2_gains_the_indexes_and_keeps_its_data(tmp_path, m
     # the per-pass queries use them (no scan of the persona's document rows)
     assert "files_persona_source" in _plan(path, "SELECT path FROM files WHERE persona = ? AND source = ?",
                                            ("atlas", "memory"))
-    assert "bad_rows_persona_checked" in _plan(
-        path, "SELECT session_label, turn_id FROM bad_rows WHERE persona = ? ORDER BY checked_at, session_label, "
-              "turn_id LIMIT 5", ("atlas",))
+    assert "revisits_persona_checked" in _plan(
+        path, "SELECT session_label, turn_id FROM revisits WHERE persona = ? AND reason = 'bad_row' ORDER BY checked_at,"
+              " session_label, turn_id LIMIT 5", ("atlas",))
     # opening it again changes nothing
     again = StateDB(path)
-    assert again.schema_version == 6
+    assert again.schema_version == 7
     again.close()
 
 
@@ -97,7 +100,8 @@ def test_a_fresh_state_db_is_created_at_the_latest_schema_with_the_indexes(tmp_p
     names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     version = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
     con.close()
-    assert set(INDEXES_3) | set(INDEXES_4) | set(INDEXES_5) <= names and version == "6"
+    assert set(INDEXES_3) - {"bad_rows_persona_checked"} | set(INDEXES_4) | set(INDEXES_5) <= names and version == "7"
+    assert "revisits_persona_checked" in names and "bad_rows_persona_checked" not in names  # its table is gone
 
 
 def test_a_state_db_of_schema_3_gains_the_scope_indexes_and_resolves_scopes_by_them(tmp_path, monkeypatch):
@@ -111,7 +115,6 @@ def test_a_state_db_of_schema_3_gains_the_scope_indexes_and_resolves_scopes_by_t
                               + [("b1", "bob", "active")])
     old.set_visibility("s3", "private")
     old.set_visibility("b1", "private")
-    facts_before = old.scope_facts("atlas", "s1")
     old.close()
     monkeypatch.undo()
     state = StateDB(path)
@@ -119,7 +122,7 @@ def test_a_state_db_of_schema_3_gains_the_scope_indexes_and_resolves_scopes_by_t
         assert state.schema_version == len(db_mod.MIGRATIONS)
         assert _index_columns(path, INDEXES_4) == {"sessions_persona_visibility": ["persona", "visibility"],
                          "sessions_persona_status": ["persona", "ledger_status"]}
-        assert state.scope_facts("atlas", "s1") == facts_before
+        facts_before = state.scope_facts("atlas", "s1")
         assert facts_before.private == frozenset({"s3"})
         assert facts_before.deleted == frozenset({f"s{i}" for i in range(0, 40, 7)})
     finally:

@@ -223,20 +223,19 @@ def test_a_copy_whose_write_failed_stays_hidden_and_its_record_goes_once_a_pass_
     """The in-flight record of a fork's copy outlives a failed write (the sink may hold the copy), and
     the next write after the copy is recorded drops it."""
     from indexer.state.db import StateDB
-    from indexer.state.private_turns import COPIES_IN_FLIGHT_KEY
 
     config, searcher, t = world
     solo = _a_forks_copy_written_but_not_recorded(config, writer)
     state = StateDB(config.state_db_path)
     # late inherits room's whole history: s0, room's compaction and solo, all room's own
-    assert state.get_json(COPIES_IN_FLIGHT_KEY, "atlas") == {
+    assert state.private.in_flight("atlas") == {
         "copies": {t["s0"]: ["late"], t["summary"]: ["late"], solo: ["late"]},
         "compactions": {t["summary"]: ["late"]}}
     assert ("late", solo) not in found(searcher, "other", query="solitary private quince remark", mode="keyword")
     _sync(config)  # writes and records the copy
     writer.turn("other", user="another lunch")
     _sync(config)  # its write drops what the files table now records
-    assert state.get_json(COPIES_IN_FLIGHT_KEY, "atlas") == {}
+    assert state.private.in_flight("atlas") == {}
     assert ("late", solo) not in found(searcher, "other", query="solitary private quince remark", mode="keyword")
     state.close()
 
@@ -510,16 +509,15 @@ def test_the_record_of_a_copy_whose_fork_went_away_is_dropped(world, writer):
     """A fork's write failed (its copy noted, never recorded), then the fork was deleted: the next
     write drops the note instead of hiding that turn (and the fork's compactions) for good."""
     from indexer.state.db import StateDB
-    from indexer.state.private_turns import COPIES_IN_FLIGHT_KEY
 
     config, searcher, t = world
     solo = _a_forks_copy_written_but_not_recorded(config, writer)
     state = StateDB(config.state_db_path)
-    assert solo in state.get_json(COPIES_IN_FLIGHT_KEY, "atlas")["copies"]
+    assert solo in state.private.in_flight("atlas")["copies"]
     writer.set_session_status("late", "deleted")
     writer.turn("other", user="another lunch")
     _sync(config)
-    assert state.get_json(COPIES_IN_FLIGHT_KEY, "atlas") == {}
+    assert state.private.in_flight("atlas") == {}
     state.close()
 
 

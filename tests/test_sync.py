@@ -13,7 +13,6 @@ import pytest
 from exporters.base import SinkError
 from exporters.qmd import QmdExporter
 from indexer.core.safe_names import safe_segment
-from indexer.state.db import CURSOR_KEY
 from indexer.sync.context import Indexer
 from indexer.sync.engine import sync_once
 from indexer.sync.progress import ProgressTotals
@@ -272,9 +271,9 @@ def test_cursor_is_stored_per_persona(writer, make_indexer):
     writer.turn("n", persona="nova", user="x", assistant="y")
     ix = make_indexer()
     sync_once(ix)
-    rows = dict(ix.state.Meta.select(ix.state.Meta.scope, ix.state.Meta.value)
-                .where(ix.state.Meta.key == CURSOR_KEY).tuples())
-    assert rows == {"atlas": "2", "nova": "2"}
+    P = ix.state.PersonaState
+    rows = dict(P.select(P.persona, P.cursor).tuples())
+    assert rows == {"atlas": 2, "nova": 2}
 
 
 def replace_ledger(writer, ledger_path: Path, *, turns: int, seed: int) -> None:

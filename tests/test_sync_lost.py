@@ -213,6 +213,7 @@ def test_a_full_disk_is_reported_by_its_root_cause(writer, make_indexer):
     for i in range(40):
         writer.turn(f"s{i}", user="a longer question " * 50, assistant="a longer answer " * 50)
     db = ix.state.db
+    db.execute_sql("VACUUM")  # no free page left to reuse (schema 7 drops two tables of the earlier ones)
     pages = db.execute_sql("PRAGMA page_count").fetchone()[0]
     db.execute_sql(f"PRAGMA max_page_count = {pages}")
     with pytest.raises(Exception) as caught:
@@ -260,7 +261,7 @@ def test_a_state_db_of_the_previous_schema_gains_the_bad_row_fingerprints(tmp_pa
     con.close()
     state = StateDB(path)
     try:
-        assert state.schema_version == 6  # and on to the latest schema (indexes, empty turns)
+        assert state.schema_version == 7  # and on to the latest schema (indexes, empty turns, revisits)
         # A row of the old schema has no fingerprint: the first comparison differs, so it is retried once.
         assert state.bad_to_check("atlas", 10) == [("s", "T1", "")]
         assert state.record_bad("atlas", [("s", "T1", "missing_turn", "x")], {"T1": "abc"}) == 0

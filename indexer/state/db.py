@@ -21,12 +21,12 @@ from indexer.core.errors import Failure, Problem
 from indexer.runtime.storage_errors import StorageCause, StorageFault, classify
 from indexer.state import install_key
 from indexer.state.documents import DocumentStore, FileRecord
-from indexer.state.meta import CURSOR_KEY, INDEX_META_KEY, MetaStore
+from indexer.state.meta import LEDGER_IDENTITY_KEY, MetaStore, Position
 from indexer.state.private_turns import PrivateTurns, Visibility
 from indexer.state.registry import SessionRecord, SessionRegistry
-from indexer.state.revisits import SECRET_RECHECK_KEY, SESSIONS_TO_BUILD_KEY, RevisitStore
+from indexer.state.revisits import RevisitStore
 from indexer.state.schema import (GLOBAL, IN_LIMIT, INDEXES_3, INDEXES_4, INDEXES_5, MIGRATIONS, SCHEMA_VERSION_KEY,
-                                  _models, now_ms)
+                                  RevisitReason, _models, now_ms)
 from indexer.state.scope_facts import ScopeFactsMemo
 from indexer.state.transactions import StateDatabase
 
@@ -62,8 +62,10 @@ class StateDB(MetaStore, DocumentStore, SessionRegistry, RevisitStore, ScopeFact
         )
         # scope facts of the state as of a stamp, per thread (peewee keeps a connection per thread)
         self._facts = threading.local()
-        (self.Meta, self.File, self.SessionReg, self.ProjectMember, self.PendingTurn,
-         self.BadRow, self.EmptyTurn) = _models(self.db)
+        self.models = _models(self.db)
+        (self.Meta, self.File, self.SessionReg, self.ProjectMember, self.EmptyTurn, self.PersonaState, self.Revisit,
+         self.LateCheckpoint, self.PrivateOwnTurn, self.CopyInFlight, self.TruncatedDocument,
+         self.UnscopedHidden) = self.models.current
         #: private sessions' own turns and their forks' copies (indexer.state.private_turns)
         self.private = PrivateTurns(self)
         try:
@@ -112,11 +114,9 @@ class StateDB(MetaStore, DocumentStore, SessionRegistry, RevisitStore, ScopeFact
         with self.db.atomic():
             self.db.create_tables([self.Meta], safe=True)
             version = int(self.get_meta(SCHEMA_VERSION_KEY) or 0)
-            models = [self.Meta, self.File, self.SessionReg, self.ProjectMember, self.PendingTurn, self.BadRow,
-                      self.EmptyTurn]
             for number, migration in enumerate(MIGRATIONS, start=1):
                 if number > version:
-                    migration(self.db, models)
+                    migration(self.db, self.models, self.key)
                     self.set_meta(SCHEMA_VERSION_KEY, str(number))
 
     @property
@@ -124,6 +124,6 @@ class StateDB(MetaStore, DocumentStore, SessionRegistry, RevisitStore, ScopeFact
         return int(self.get_meta(SCHEMA_VERSION_KEY) or 0)
 
 
-__all__ = ["CURSOR_KEY", "GLOBAL", "IN_LIMIT", "INDEXES_3", "INDEXES_4", "INDEXES_5", "INDEX_META_KEY", "MIGRATIONS",
-           "SECRET_RECHECK_KEY", "SESSIONS_TO_BUILD_KEY", "SCHEMA_VERSION_KEY", "FileRecord", "SessionRecord",
+__all__ = ["GLOBAL", "IN_LIMIT", "INDEXES_3", "INDEXES_4", "INDEXES_5", "LEDGER_IDENTITY_KEY", "MIGRATIONS",
+           "Position", "RevisitReason", "SCHEMA_VERSION_KEY", "FileRecord", "SessionRecord",
            "StateDB", "StateUnavailable", "StateUnreadable", "Visibility", "now_ms"]

@@ -61,6 +61,23 @@ class DocumentStore:
         for part in chunked(sorted(set(paths)), 500):
             F.delete().where((F.persona == persona) & F.path.in_(part)).execute()
 
+    def record_truncated(self, persona: str, cut: Iterable[str], whole: Iterable[str], *, fresh: bool = False) -> None:
+        """Documents holding a message cut at ledger.max_message_bytes (``cut``) and not (``whole``);
+        ``fresh``: ``cut`` is every one."""
+        T = self.TruncatedDocument
+        if fresh:
+            T.delete().where(T.persona == persona).execute()
+        for part in chunked(sorted(set(cut)), 300):
+            T.insert_many([{"persona": persona, "path": p} for p in part]).on_conflict_ignore().execute()
+        whole = sorted(set(whole))
+        if whole and not fresh and T.select().where(T.persona == persona).exists():
+            for part in chunked(whole, 500):
+                T.delete().where((T.persona == persona) & T.path.in_(part)).execute()
+
+    def truncated_paths(self, persona: str) -> list[str]:
+        T = self.TruncatedDocument
+        return [p for (p,) in T.select(T.path).where(T.persona == persona).order_by(T.path).tuples()]
+
     def file(self, persona: str, path: str) -> FileRecord | None:
         F = self.File
         r = F.get_or_none((F.persona == persona) & (F.path == path))
@@ -86,6 +103,11 @@ class DocumentStore:
                  .group_by(F.session_label))
             out.update((label, int(n)) for label, n in q.tuples())
         return out
+
+    def session_documents(self, persona: str, session: str) -> list[tuple[str, str | None]]:
+        """(path, turn id) of every document of ``session``."""
+        F = self.File
+        return list(F.select(F.path, F.turn_id).where((F.persona == persona) & (F.session_label == session)).tuples())
 
     def indexed_turns(self, persona: str, session: str) -> set[str]:
         F = self.File

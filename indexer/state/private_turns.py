@@ -2,8 +2,8 @@
 
 A private session is visible only to itself, and so are the turns it said itself wherever a fork
 copied them (a subagent of another persona included) and a compaction a fork made of them. The
-state DB records each private session's own turns (``PRIVATE_TURNS_KEY``) and the copies a pass is
-writing before the files table records them (``COPIES_IN_FLIGHT_KEY``); :meth:`PrivateTurns.copies`
+state DB records each private session's own turns (table ``private_own_turns``) and the copies a pass
+is writing before the files table records them (``copies_in_flight``); :meth:`PrivateTurns.copies`
 turns both into the turns to hide per private session. Reached as ``StateDB.private``; the queries
 it needs are the state DB's own.
 """
@@ -20,12 +20,8 @@ from indexer.core.types import DocKind, Document
 if TYPE_CHECKING:
     from indexer.state.db import StateDB
 
-#: per persona, per private session: the turns it said itself (kept while it stays private)
-PRIVATE_TURNS_KEY = "private_session_own_turns_v1"
-#: per persona: copies of private sessions' own turns, and compactions made beside them, that a pass
-#: is writing — recorded before any sink holds them, since the files table records them only after
-#: ``{"copies": {turn: [sessions]}, "compactions": {turn: [sessions]}}``
-COPIES_IN_FLIGHT_KEY = "private_copies_in_flight_v1"
+#: the kinds of ``copies_in_flight`` rows, as :meth:`PrivateTurns.in_flight` groups them
+IN_FLIGHT_KINDS = {"copies": "copy", "compactions": "compaction"}
 
 
 class Visibility:
@@ -38,8 +34,43 @@ class PrivateTurns:
         self.state = state
 
     def in_flight(self, persona: str) -> dict:
-        """The copies (and compactions) a pass noted as being written (:meth:`note_in_flight`)."""
-        return self.state.get_json(COPIES_IN_FLIGHT_KEY, persona) or {}
+        """The copies (and compactions) a pass noted as being written (:meth:`note_in_flight`):
+        ``{"copies": {turn: [sessions]}, "compactions": {turn: [sessions]}}``, empty kinds left out."""
+        C = self.state.CopyInFlight
+        kinds = {kind: plural for plural, kind in IN_FLIGHT_KINDS.items()}
+        out: dict[str, dict[str, list[str]]] = {}
+        q = C.select(C.kind, C.turn_id, C.session_label).where(C.persona == persona).order_by(
+            C.kind, C.turn_id, C.session_label)
+        for kind, turn, label in q.tuples():
+            out.setdefault(kinds[kind], {}).setdefault(turn, []).append(label)
+        return out
+
+    def _set_in_flight(self, persona: str, notes: dict) -> None:
+        C = self.state.CopyInFlight
+        C.delete().where(C.persona == persona).execute()
+        rows = [{"persona": persona, "kind": IN_FLIGHT_KINDS[plural], "turn_id": t, "session_label": s}
+                for plural, entries in notes.items() for t, sessions in entries.items() for s in sessions]
+        for part in chunked(rows, 200):
+            C.insert_many(part).execute()
+
+    def _stored_own(self, persona: str) -> dict[str, list[str]]:
+        """Per private session of ``persona``: its own turns as recorded."""
+        O = self.state.PrivateOwnTurn
+        out: dict[str, list[str]] = {}
+        q = O.select(O.session_label, O.turn_id).where(O.persona == persona).order_by(O.session_label, O.turn_id)
+        for label, turn in q.tuples():
+            ids = out.setdefault(label, [])
+            if turn:  # '': the session's row saying it was recorded (with no own turn, maybe)
+                ids.append(turn)
+        return out
+
+    def _store_own(self, persona: str, own: dict[str, list[str]]) -> None:
+        O = self.state.PrivateOwnTurn
+        O.delete().where(O.persona == persona).execute()
+        rows = [{"persona": persona, "session_label": label, "turn_id": t} for label, ids in own.items()
+                for t in ("", *ids)]
+        for part in chunked(rows, 300):
+            O.insert_many(part).on_conflict_ignore().execute()
 
     def copies(self, persona: str, *, private: set[str] | None = None) -> dict[str, set[str]]:
         """Per private session: its own turns that another session of ``persona`` holds (a fork's
@@ -89,7 +120,7 @@ class PrivateTurns:
         if not by_persona:  # no private session anywhere: nothing to hide, nothing kept
             if before:
                 with self.state.db.atomic():
-                    self.state.set_json(COPIES_IN_FLIGHT_KEY, {}, persona)
+                    self._set_in_flight(persona, {})
             return bool(before)
         entries = {kind: {(t, s) for t, sessions in before.get(kind, {}).items() for s in sessions}
                    for kind in ("copies", "compactions")}
@@ -122,7 +153,7 @@ class PrivateTurns:
         if after == before:
             return False
         with self.state.db.atomic():
-            self.state.set_json(COPIES_IN_FLIGHT_KEY, after, persona)
+            self._set_in_flight(persona, after)
         return True
 
     def remember(self, persona: str, own: dict[str, set[str]] | None = None) -> None:
@@ -131,27 +162,26 @@ class PrivateTurns:
         was recorded before and kept while the session stays private: its own documents may leave
         the index (deleted, rewound) while forks keep copies. A session shared again is forgotten."""
         private = self.state.private_sessions(persona)
-        before = self.state.get_json(PRIVATE_TURNS_KEY, persona) or {}
+        before = self._stored_own(persona)
         stored = {label: set(ids) for label, ids in before.items() if label in private}
         for label, ids in (own or {}).items():
             if label in private:
                 stored[label] = stored.get(label, set()) | set(ids)
         after = {label: sorted(ids) for label, ids in stored.items()}
         if after != before:
-            self.state.set_json(PRIVATE_TURNS_KEY, after, persona)
+            self._store_own(persona, after)
 
     def move(self, label: str, old: str, new: str) -> None:
         """Session ``label`` moved from persona ``old`` to ``new``: its recorded own turns go with it
         (a private session's copies in forks stay hidden while it moves). Call in the transaction
         that moves its registry row."""
-        before = self.state.get_json(PRIVATE_TURNS_KEY, old) or {}
-        if label not in before:
+        O = self.state.PrivateOwnTurn
+        ids = [t for (t,) in O.select(O.turn_id).where((O.persona == old) & (O.session_label == label)).tuples()]
+        if not ids:
             return
-        ids = before.pop(label)
-        self.state.set_json(PRIVATE_TURNS_KEY, before, old)
-        after = self.state.get_json(PRIVATE_TURNS_KEY, new) or {}
-        after[label] = sorted(set(after.get(label, [])) | set(ids))
-        self.state.set_json(PRIVATE_TURNS_KEY, after, new)
+        O.delete().where((O.persona == old) & (O.session_label == label)).execute()
+        for part in chunked([{"persona": new, "session_label": label, "turn_id": t} for t in ids], 300):
+            O.insert_many(part).on_conflict_ignore().execute()
 
     def others_own_turns(self, persona: str) -> set[str]:
         return set().union(*(own for _, _, own in self._own(self._by_persona(persona, set()))))
@@ -159,7 +189,7 @@ class PrivateTurns:
     def _own(self, by_persona: dict[str, set[str]]):
         """(owner persona, label, own turns) of each private session of ``by_persona``, by label."""
         for owner, labels in by_persona.items():
-            stored = self.state.get_json(PRIVATE_TURNS_KEY, owner) or {}
+            stored = self._stored_own(owner)
             for label in sorted(labels):
                 yield owner, label, self._own_turns(owner, label, stored)
 
@@ -206,4 +236,4 @@ class PrivateTurns:
         return {t for t in found if holders.get(t, set()) <= forks | {label}} | writing
 
 
-__all__ = ["COPIES_IN_FLIGHT_KEY", "PRIVATE_TURNS_KEY", "PrivateTurns", "Visibility"]
+__all__ = ["IN_FLIGHT_KINDS", "PrivateTurns", "Visibility"]

@@ -115,3 +115,29 @@ class SessionRegistry:
         S = self.SessionReg
         q = S.select(S.label).where((S.persona == persona) & (S.ledger_status == "deleted"))
         return {lbl for (lbl,) in q.tuples()}
+
+    # -- what sinks without scopes were brought in line with (indexer.sync.visibility) ------------
+
+    def unscoped_applied(self, persona: str) -> tuple[set[str], set[str]] | None:
+        """(hidden sessions, hidden turns) last applied to sinks without scopes; None: never applied."""
+        row = self.PersonaState.get_or_none(self.PersonaState.persona == persona)
+        if row is None or not row.unscoped_applied:
+            return None
+        U = self.UnscopedHidden
+        out: dict[str, set[str]] = {"session": set(), "turn": set()}
+        for kind, value in U.select(U.kind, U.value).where(U.persona == persona).tuples():
+            out[kind].add(value)
+        return out["session"], out["turn"]
+
+    def set_unscoped_applied(self, persona: str, sessions: set[str], turns: set[str]) -> None:
+        U = self.UnscopedHidden
+        before = self.unscoped_applied(persona) or (set(), set())
+        with self.db.atomic():
+            for kind, now, was in (("session", sessions, before[0]), ("turn", turns, before[1])):
+                for part in chunked(sorted(was - now), 500):
+                    U.delete().where((U.persona == persona) & (U.kind == kind) & U.value.in_(part)).execute()
+                rows = [{"persona": persona, "kind": kind, "value": v} for v in sorted(now - was)]
+                for part in chunked(rows, 300):
+                    U.insert_many(part).on_conflict_ignore().execute()
+            self._set_persona(persona, unscoped_applied=1)
+

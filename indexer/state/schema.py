@@ -8,6 +8,8 @@ never edit a released migration.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from enum import Enum
 
 from peewee import CompositeKey, IntegerField, Model, SqliteDatabase, TextField
 
@@ -108,14 +110,136 @@ def _models(db: SqliteDatabase):
             table_name = "empty_turns"
             primary_key = CompositeKey("persona", "session_label", "turn_id")
 
-    return Meta, File, SessionReg, ProjectMember, PendingTurn, BadRow, EmptyTurn
+    class PersonaState(Base):
+        """One row a persona: where its passes stand and what its index was built with."""
+        persona = TextField(primary_key=True)
+        cursor = IntegerField(null=True)  # the last session_history id processed
+        # digest of the history row at ``cursor`` when it was processed (ids reused below it: backfill)
+        cursor_row = TextField(null=True)
+        build_identity = TextField(null=True)  # BuildIdentity.as_dict(), canonical JSON; None: never complete
+        backfill_due = TextField(null=True)  # why the next pass must walk every session (indexer.sync.late)
+        unscoped_applied = IntegerField(default=0)  # 1 once UnscopedHidden holds the applied set
+
+        class Meta:
+            table_name = "personas"
+
+    class Revisit(Base):
+        """The one queue of work a later pass comes back to, by ``reason`` (:class:`RevisitReason`):
+        a turn still streaming, a bad row (with the digest of its rows: a repair in place is seen),
+        a session owed secret values found by another persona's build, a session to build that no
+        history row names. ``turn_id`` is ``''`` for a whole session."""
+        persona = TextField()
+        reason = TextField()
+        session_label = TextField()
+        turn_id = TextField(default="")
+        skip = TextField(default="")  # a bad row's SkipReason
+        detail = TextField(default="")
+        fingerprint = TextField(default="")
+        seen_at = IntegerField(default=0)
+        checked_at = IntegerField(default=0)
+
+        class Meta:
+            table_name = "revisits"
+            primary_key = CompositeKey("persona", "reason", "session_label", "turn_id")
+
+    class LateCheckpoint(Base):
+        """Rows of ``messages`` a persona's passes had read, oldest first (:class:`indexer.sync.late.LateMark`)."""
+        persona = TextField()
+        position = IntegerField()
+        row = IntegerField()  # rowid
+        message_id = TextField(null=True)
+        row_key = TextField(null=True)  # keyed digest of the row
+
+        class Meta:
+            table_name = "late_checkpoints"
+            primary_key = CompositeKey("persona", "position")
+
+    class PrivateOwnTurn(Base):
+        """The turns a private session said itself (kept while it stays private); a row with turn ``''``
+        says the session's own turns were recorded (none is a record too)."""
+        persona = TextField()
+        session_label = TextField()
+        turn_id = TextField()
+
+        class Meta:
+            table_name = "private_own_turns"
+            primary_key = CompositeKey("persona", "session_label", "turn_id")
+
+    class CopyInFlight(Base):
+        """A fork's copy of a private session's own turn (``kind`` copy), or a compaction beside one
+        (compaction), that a pass is writing: noted before any sink holds it."""
+        persona = TextField()
+        kind = TextField()
+        turn_id = TextField()
+        session_label = TextField()
+
+        class Meta:
+            table_name = "copies_in_flight"
+            primary_key = CompositeKey("persona", "kind", "turn_id", "session_label")
+
+    class TruncatedDocument(Base):
+        """An indexed document holding a message cut at ledger.max_message_bytes (status shows them)."""
+        persona = TextField()
+        path = TextField()
+
+        class Meta:
+            table_name = "truncated_documents"
+            primary_key = CompositeKey("persona", "path")
+
+    class UnscopedHidden(Base):
+        """What sinks without scopes were last brought in line with: hidden sessions and turns."""
+        persona = TextField()
+        kind = TextField()  # session | turn
+        value = TextField()
+
+        class Meta:
+            table_name = "unscoped_hidden"
+            primary_key = CompositeKey("persona", "kind", "value")
+
+    schema_6 = [Meta, File, SessionReg, ProjectMember, PendingTurn, BadRow, EmptyTurn]
+    current = [Meta, File, SessionReg, ProjectMember, EmptyTurn, PersonaState, Revisit, LateCheckpoint,
+               PrivateOwnTurn, CopyInFlight, TruncatedDocument, UnscopedHidden]
+    return Models(Meta, File, SessionReg, ProjectMember, EmptyTurn, PersonaState, Revisit, LateCheckpoint,
+                  PrivateOwnTurn, CopyInFlight, TruncatedDocument, UnscopedHidden, PendingTurn, BadRow,
+                  schema_6, current)
 
 
-def _migration_1(db: SqliteDatabase, models) -> None:
-    db.create_tables(models, safe=True)
+@dataclass(frozen=True)
+class Models:
+    """The tables of today's schema, and of schema 6 (which the migrations up to 6 create)."""
+
+    Meta: type
+    File: type
+    SessionReg: type
+    ProjectMember: type
+    EmptyTurn: type
+    PersonaState: type
+    Revisit: type
+    LateCheckpoint: type
+    PrivateOwnTurn: type
+    CopyInFlight: type
+    TruncatedDocument: type
+    UnscopedHidden: type
+    PendingTurn: type  # schema 1-6 only: now Revisit rows
+    BadRow: type  # schema 1-6 only: now Revisit rows
+    schema_6: list
+    current: list
 
 
-def _migration_2(db: SqliteDatabase, models) -> None:
+class RevisitReason(str, Enum):
+    """Why a later pass comes back to a session or turn (the ``revisits.reason`` column)."""
+
+    PENDING_TURN = "pending_turn"  # not done when built: built again once it is
+    BAD_ROW = "bad_row"  # could not be built: again when its rows change, or on --retry-bad
+    OWED_SECRET = "owed_secret"  # another persona's build found secret values its documents hold
+    TO_BUILD = "to_build"  # live again, moved here, or first seen here, with no history row saying so
+
+
+def _migration_1(db: SqliteDatabase, models: Models, key) -> None:
+    db.create_tables(models.schema_6, safe=True)
+
+
+def _migration_2(db: SqliteDatabase, models: Models, key) -> None:
     """bad_rows: the fingerprint of the failed turn's rows, and when it was last compared."""
     columns = {c.name for c in db.get_columns("bad_rows")}
     if "fingerprint" not in columns:
@@ -138,10 +262,10 @@ INDEXES_3 = {
 }
 
 
-def _migration_3(db: SqliteDatabase, models) -> None:
+def _migration_3(db: SqliteDatabase, models: Models, key) -> None:
     """Indexes for the per-pass queries: documents by (persona, source), bad rows by
     (persona, last compared). Tables a partial older file lacks are created first."""
-    db.create_tables(models, safe=True)
+    db.create_tables(models.schema_6, safe=True)
     _create_indexes(db, INDEXES_3)
 
 
@@ -154,7 +278,7 @@ INDEXES_4 = {
 }
 
 
-def _migration_4(db: SqliteDatabase, models) -> None:
+def _migration_4(db: SqliteDatabase, models: Models, key) -> None:
     """Indexes for scope resolution: a persona's sessions by visibility and by ledger status."""
     _create_indexes(db, INDEXES_4)
 
@@ -166,15 +290,23 @@ INDEXES_5 = {
 }
 
 
-def _migration_5(db: SqliteDatabase, models) -> None:
+def _migration_5(db: SqliteDatabase, models: Models, key) -> None:
     """An index on the files of a persona by turn: a private session's turns copied into forks."""
     _create_indexes(db, INDEXES_5)
 
 
-def _migration_6(db: SqliteDatabase, models) -> None:
+def _migration_6(db: SqliteDatabase, models: Models, key) -> None:
     """empty_turns: turns done with no text, built again when messages arrive."""
-    db.create_tables(models, safe=True)
+    db.create_tables(models.schema_6, safe=True)
+
+
+def _migration_7(db: SqliteDatabase, models: Models, key) -> None:
+    """The JSON rows of ``meta`` become tables; pending turns and bad rows join the revisit queue
+    (:mod:`indexer.state.schema_7`)."""
+    from indexer.state.schema_7 import migrate  # noqa: PLC0415 (its own module: schema 7's one-off code)
+
+    migrate(db, models, key)
 
 
 # Append only; never edit a released migration.
-MIGRATIONS = [_migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6]
+MIGRATIONS = [_migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6, _migration_7]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 
-from indexer.state.meta import INDEX_META_KEY
 
 #: Scope facts kept per thread between state changes ((persona, session) pairs).
 FACTS_MEMO_ENTRIES = 4096
@@ -109,8 +108,7 @@ class ScopeFactsMemo:
             personas: dict[str, dict] = {}
             for persona in sorted({p for (p,) in S.select(S.persona).distinct().tuples()}
                                   | set(self.personas_indexed())
-                                  | {m.scope for m in self.Meta.select(self.Meta.scope).where(
-                                      self.Meta.key == INDEX_META_KEY)}):
+                                  | set(self.built_personas())):
                 identity = self.build_identity(persona)
                 private = self.private_sessions(persona)
                 personas[persona] = {"private": sorted(private),

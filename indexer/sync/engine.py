@@ -34,7 +34,7 @@ import structlog
 
 from indexer.core.documents import Skip
 from indexer.core.types import Document, Source
-from indexer.state.db import now_ms
+from indexer.state.db import Position, now_ms
 from indexer.sync.build import Built, build_sessions
 from indexer.sync.context import Indexer
 from indexer.sync.quiet import LedgerStamp, ledger_stamp
@@ -57,7 +57,6 @@ from indexer.sync.writes import (
 
 SESSIONS_PER_BATCH = 50
 HISTORY_ROWS_PER_BATCH = 2000
-LEDGER_IDENTITY_KEY = "ledger_identity_v1"
 
 
 
@@ -110,9 +109,7 @@ def _stale_paths(ix: Indexer, persona: str, built: Built) -> set[str]:
     stale: set[str] = set()
     for label, ancestry in built.ancestry.items():
         keep = set(ancestry)
-        F = ix.state.File
-        q = F.select(F.path, F.turn_id).where((F.persona == persona) & (F.session_label == label))
-        stale.update(p for p, t in q.tuples() if t not in keep)
+        stale.update(p for p, t in ix.state.session_documents(persona, label) if t not in keep)
     return stale
 
 
@@ -418,7 +415,7 @@ def _backfill(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaS
         ix.state.set_cursor(persona, summary.head)
         ix.state.set_build_identity(persona, ix.build_identity)
         late.keep(ix, persona, mark)
-        ix.state.delete_meta(late.BACKFILL_DUE_KEY, persona)
+        ix.state.set_backfill_due(persona, None)
         ix.state.clear_sessions_to_build(persona)
     summary.documents_deleted += len(stale)
     summary.cursor = summary.head
@@ -508,7 +505,7 @@ def _record_rebuild(ix: Indexer, persona: str, summary: PersonaSummary, docs: li
         ix.state.clear_sessions_to_build(persona)
         if mark is not None:
             late.keep(ix, persona, mark)
-        ix.state.delete_meta(late.BACKFILL_DUE_KEY, persona)
+        ix.state.set_backfill_due(persona, None)
 
 
 # -- entry point -------------------------------------------------------------------------------------
@@ -534,31 +531,23 @@ def _forget_replaced_source(ix: Indexer, reader: LedgerReader, targets: Sequence
     ix.quiet.forget()
 
 
-CURSOR_ROW_KEY = "cursor_row_fingerprint_v1"
-
-
-def _remember_cursor_row(ix: Indexer, reader: LedgerReader, persona: str, checked: dict | None = None) -> None:
-    """Record the fingerprint of the row at the cursor. ``checked``: the record
-    :func:`_history_rewritten` found in place this pass (the cursor unchanged since: nothing to do)."""
-    cursor = ix.state.get_cursor(persona)
-    if cursor is None:
-        return
-    if checked is not None and checked.get("cursor") == cursor:
+def _remember_cursor_row(ix: Indexer, reader: LedgerReader, persona: str, checked: Position | None = None) -> None:
+    """Record the digest of the row at the cursor. ``checked``: the position :func:`_history_rewritten`
+    found intact this pass (the cursor unchanged since: nothing to do)."""
+    position = ix.state.position(persona)
+    if position is None or position == checked:
         return  # a no-op pass reads and writes nothing more
-    value = {"cursor": cursor, "row": reader.history_row_fingerprint(cursor)}
-    if ix.state.get_json(CURSOR_ROW_KEY, persona) != value:
-        ix.state.set_json(CURSOR_ROW_KEY, value, persona)
+    ix.state.set_cursor_row(persona, Position(position.history_id, reader.history_row_fingerprint(position.history_id)))
 
 
-def _history_rewritten(ix: Indexer, reader: LedgerReader, persona: str, cursor: int) -> tuple[bool, dict | None]:
+def _history_rewritten(reader: LedgerReader, position: Position) -> tuple[bool, Position | None]:
     """One primary-key lookup a pass: is the row at the cursor still the one we processed?
-    Also returns the stored record when it was found intact (for :func:`_remember_cursor_row`)."""
-    stored = ix.state.get_json(CURSOR_ROW_KEY, persona)
-    if not stored or stored.get("cursor") != cursor:
+    Also returns the position when it was found intact (for :func:`_remember_cursor_row`)."""
+    if position.row is None:
         return False, None  # not recorded for this cursor (older index, or a kill before it was): nothing to compare
-    if reader.history_row_fingerprint(cursor) != stored.get("row"):
+    if reader.history_row_fingerprint(position.history_id) != position.row:
         return True, None
-    return False, stored
+    return False, position
 
 
 @dataclass(frozen=True)
@@ -569,7 +558,7 @@ class PersonaPlan:
     mode: str  # tail | backfill | rebuild
     cursor: int | None
     head: int
-    cursor_row: dict | None = None  # the cursor row's record found intact (tail only)
+    cursor_row: Position | None = None  # the cursor's position found intact (tail only)
 
 
 def _decide(ix: Indexer, reader: LedgerReader, persona: str, *, force: bool) -> PersonaPlan:
@@ -590,7 +579,7 @@ def _decide(ix: Indexer, reader: LedgerReader, persona: str, *, force: bool) -> 
         return PersonaPlan(persona, "rebuild", cursor, head)
     if cursor is None:
         return PersonaPlan(persona, "backfill", cursor, head)
-    due = ix.state.get_meta(late.BACKFILL_DUE_KEY, persona)
+    due = ix.state.backfill_due(persona)
     if due:  # e.g. the ledger's messages renumbered: which turns got a message since is not known
         log.info("index.backfill_due", persona=persona, why=due)
         return PersonaPlan(persona, "backfill", cursor, head)
@@ -598,7 +587,7 @@ def _decide(ix: Indexer, reader: LedgerReader, persona: str, *, force: bool) -> 
         # The ledger was replaced or rewound below our cursor: start over.
         log.warning("ledger.rewound", persona=persona, cursor=cursor, head=head)
         return PersonaPlan(persona, "backfill", cursor, head)
-    rewritten, cursor_row = _history_rewritten(ix, reader, persona, cursor)
+    rewritten, cursor_row = _history_rewritten(reader, ix.state.position(persona))
     if rewritten:
         # Rows at or below the cursor were deleted and their ids reused
         # (no AUTOINCREMENT): the tail would never read them.
@@ -665,14 +654,14 @@ def sync_once(
             _check_named(ix, reader, personas)
         targets = list(personas) if personas else select_personas(ix, reader)
         identity = reader.identity()
-        known_identity = ix.state.get_meta(LEDGER_IDENTITY_KEY)
+        known_identity = ix.state.ledger_identity()
         if identity and known_identity and identity != known_identity:
             # Another ledger file now sits at the configured path: its ids mean
             # nothing to our cursors. Start over from a backfill (hash skip keeps it cheap).
             log.warning("ledger.replaced", path=str(ix.config.ledger.path))
             _forget_replaced_source(ix, reader, targets)
         if identity and identity != known_identity:
-            ix.state.set_meta(LEDGER_IDENTITY_KEY, identity)
+            ix.state.set_ledger_identity(identity)
         if not ix.late_marks_converted:  # marks of an earlier layout, every persona's: until done
             ix.late_marks_converted = late.convert_marks(ix)
         plans = [_decide(ix, reader, persona, force=force) for persona in targets]

@@ -4,7 +4,7 @@ A tail pass builds a turn once it is done and never again (only turns not indexe
 but a runtime may write the answer after marking the turn done, finish a turn that was done with
 no text yet, or retry a failed turn in place — with no new ``session_history`` row. Every message
 the runtime writes is a new row of ``messages``, so each persona keeps the newest rows it has read
-(``LATE_MARK_KEY``: rowid, id and a digest, see :class:`LateMark`); a pass that finds the ledger files
+(the state DB's ``late_checkpoints``: rowid, id and a digest, see :class:`LateMark`); a pass that finds the ledger files
 changed reads the rows after them (a rowid range: only the new rows), and a turn among them that
 is indexed, or was done with no text (``StateDB.record_empty``), is built again if it is still in
 its session's history. A message edited in place (an UPDATE: no new row) is noticed only when it
@@ -20,13 +20,10 @@ import structlog
 
 from indexer.sync.context import Indexer
 from indexer.state.install_key import keyed_digest
-from ledger.reader import LedgerReader, row_digest
+from ledger.reader import LedgerReader
 
 log = structlog.get_logger("indexer.sync")
 
-#: per persona: ``{"checkpoints": [[rowid, message id, keyed row digest], ...]}``, ``messages`` rows its passes
-#: had read, oldest first (``MAX_CHECKPOINTS``)
-LATE_MARK_KEY = "late_messages_mark_v1"
 MAX_CHECKPOINTS = 8
 #: when only an older checkpoint holds (rows after it were read before), past this many rows a pass
 #: does not revisit their turns in one build: it schedules a backfill (batched and counted) instead.
@@ -35,15 +32,14 @@ MAX_REREAD_ROWS = 50_000
 #: rows before the newest a backfill or rebuild also keeps as checkpoints (one deleted row, or a few,
 #: must not lose every checkpoint)
 START_BACK = (0, 16, 256, 4096)
-#: per persona: why its next pass must walk every session again (a backfill) — set when no checkpoint
-#: holds (the ``messages`` table renumbered: a restore, a dump) or only one more than MAX_REREAD_ROWS
-#: back; cleared by the backfill (or a rebuild)
-BACKFILL_DUE_KEY = "backfill_due_v1"
-#: set while the WAL still holds the rows a conversion rewrote (a reader kept it from truncating)
+#: set while the WAL still holds the rows of an earlier layout the migration to schema 7 rewrote (a
+#: reader kept it from truncating). A persona's pass that must walk every session again (no checkpoint
+#: holds: the ``messages`` table renumbered; or only one more than MAX_REREAD_ROWS back) is recorded
+#: as ``StateDB.set_backfill_due``, cleared by the backfill (or a rebuild).
 WAL_TRUNCATE_OWED_KEY = "wal_truncate_owed_v1"
 
 Checkpoint = tuple[int, "str | None", "str | None"]  # rowid, message id, keyed digest of the row (_keyed)
-KEYED = "k1:"  # a row key digested with the index's key (earlier layouts: the raw key, a plain digest)
+KEYED = "k1:"  # a row key digested with the index's key (schema 6 may hold others: indexer.state.schema_7)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,17 +57,8 @@ class LateMark:
 
 
 def _read(ix: Indexer, persona: str) -> LateMark | None:
-    stored = ix.state.get_json(LATE_MARK_KEY, persona)
-    if not stored or not isinstance(stored.get("checkpoints"), list):
-        return None
-    try:
-        mark = LateMark(tuple((int(rowid), mid, _stored_key(ix, key)) for rowid, mid, key in stored["checkpoints"]))
-    except (TypeError, ValueError):  # unreadable: start again from now
-        return None
-    if mark.as_json() != stored:  # an earlier layout: rewritten at once (it may hold message bytes)
-        with ix.state.atomic():
-            ix.state.set_json(LATE_MARK_KEY, mark.as_json(), persona)
-    return mark
+    stored = ix.state.late_mark(persona)
+    return LateMark(stored) if stored else None
 
 
 def _keyed(ix: Indexer, digest: str | None) -> str | None:
@@ -80,33 +67,11 @@ def _keyed(ix: Indexer, digest: str | None) -> str | None:
     return None if digest is None else KEYED + keyed_digest(ix.state.key(), digest)
 
 
-def _stored_key(ix: Indexer, key: str | None) -> str | None:
-    """A stored row key in today's layout. Earlier layouts: the raw key (``|`` joins its parts: the
-    message's first and last bytes) and the plain digest; both convert without the ledger."""
-    if not isinstance(key, str) or key.startswith(KEYED):
-        return key
-    return _keyed(ix, row_digest(key) if "|" in key else key)
-
-
-def _earlier_layout(stored: dict | None) -> bool:
-    checkpoints = (stored or {}).get("checkpoints")
-    return isinstance(checkpoints, list) and any(
-        isinstance(c, list) and len(c) == 3 and isinstance(c[2], str) and not c[2].startswith(KEYED)
-        for c in checkpoints)
-
-
 def convert_marks(ix: Indexer) -> bool:
-    """Rewrite every persona's mark of an earlier layout (also of personas no longer synced), then
-    truncate the WAL, which still held the old rows; while a reader keeps it from truncating, the
-    truncate stays owed (a meta flag) and is tried again. True when nothing is owed any more."""
-    personas = ix.state.meta_scopes(LATE_MARK_KEY)
-    old = [p for p in personas if _earlier_layout(ix.state.get_json(LATE_MARK_KEY, p))]
-    if old:  # owed before the rewrite: a crash between the two must not forget the WAL
-        ix.state.set_meta(WAL_TRUNCATE_OWED_KEY, "late_messages_mark")
-        for persona in old:
-            if _read(ix, persona) is None:  # unreadable, and it may hold message bytes: dropped
-                ix.state.delete_meta(LATE_MARK_KEY, persona)
-    elif not ix.state.get_meta(WAL_TRUNCATE_OWED_KEY):
+    """Truncate the WAL the migration to schema 7 owes (it still holds the marks of an earlier layout,
+    which held message bytes); while a reader keeps it from truncating, it stays owed (a meta flag)
+    and is tried again. True when nothing is owed any more."""
+    if not ix.state.get_meta(WAL_TRUNCATE_OWED_KEY):
         return True
     if not ix.state.truncate_wal():
         log.info("state.wal_truncate_deferred", reason="a reader holds the state DB", action="retried next pass")
@@ -159,7 +124,7 @@ def late_turns(ix: Indexer, reader: LedgerReader, persona: str,
             why = "messages_renumbered" if since is None else "messages_reread"
             log.warning(f"ledger.{why}", persona=persona, checkpoints=len(stored.checkpoints),
                         action="the next pass builds every session again")
-            ix.state.set_meta(BACKFILL_DUE_KEY, why, persona)
+            ix.state.set_backfill_due(persona, why)
             return [], LateMark((top,))
         turns = reader.late_messages(since, top[0])
     mark = LateMark(_thin(tuple(c for c in kept if c[0] != top[0]) + (top,)))
@@ -175,8 +140,8 @@ def late_turns(ix: Indexer, reader: LedgerReader, persona: str,
 def keep(ix: Indexer, persona: str, mark: LateMark) -> None:
     """Store ``mark`` (no write when it is stored already: every commit invalidates the scope-facts
     memo of every searcher)."""
-    if ix.state.get_json(LATE_MARK_KEY, persona) != mark.as_json():
-        ix.state.set_json(LATE_MARK_KEY, mark.as_json(), persona)
+    if ix.state.late_mark(persona) != mark.checkpoints:
+        ix.state.set_late_mark(persona, mark.checkpoints)
 
 
-__all__ = ["BACKFILL_DUE_KEY", "LATE_MARK_KEY", "LateMark", "convert_marks", "keep", "late_turns", "start"]
+__all__ = ["WAL_TRUNCATE_OWED_KEY", "LateMark", "convert_marks", "keep", "late_turns", "start"]

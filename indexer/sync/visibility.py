@@ -35,7 +35,6 @@ from ledger.reader import LedgerReader
 
 log = structlog.get_logger("indexer.sync")
 
-UNSCOPED_HIDDEN_KEY = "unscoped_sinks_hidden_sessions_v1"
 # Writes per sink call when documents are put back (as a sync writes them).
 RESTORE_DOCS_PER_WRITE = 32
 
@@ -125,9 +124,8 @@ def reconcile_unscoped(ix: Indexer, reader: LedgerReader | None, persona: str) -
     with UNSCOPED_WRITES:
         hidden = ix.state.hidden_sessions(persona)
         turns = private_turns(ix, persona)
-        stored = ix.state.get_json(UNSCOPED_HIDDEN_KEY, persona)
-        applied = set(stored["sessions"]) if stored else set()
-        applied_turns = set(stored.get("turns", [])) if stored else set()
+        stored = ix.state.unscoped_applied(persona)
+        applied, applied_turns = stored if stored is not None else (set(), set())
         if stored is not None and applied == hidden and applied_turns == turns:
             return 0, 0
         # First run: nothing is known about the export, so every hidden session is removed.
@@ -168,7 +166,7 @@ def reconcile_unscoped(ix: Indexer, reader: LedgerReader | None, persona: str) -
                 for start in range(0, len(missing), RESTORE_DOCS_PER_WRITE):
                     sink.upsert(persona, missing[start:start + RESTORE_DOCS_PER_WRITE])
                 restored = max(restored, len(missing))
-        ix.state.set_json(UNSCOPED_HIDDEN_KEY, {"sessions": sorted(hidden), "turns": sorted(turns)}, persona)
+        ix.state.set_unscoped_applied(persona, hidden, turns)
     if removed or restored:
         log.info("export.visibility_applied", persona=persona, removed=removed, restored=restored,
                  sinks=[sink.name for sink in unscoped])

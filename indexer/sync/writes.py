@@ -139,28 +139,15 @@ def _write_parts(ix: Indexer, persona: str, unique: list[Document], targets: Seq
     return written_all
 
 
-TRUNCATED_KEY = "truncated_documents_v1"
-
-
 def record_truncations(ix: Indexer, persona: str, written: Sequence[Document], *, fresh: bool = False) -> None:
-    """Keep the set of indexed documents holding a truncated message (status shows it)."""
-    stored = None if fresh else ix.state.get_json(TRUNCATED_KEY, persona)
-    paths = set(stored["paths"]) if stored else set()
-    before = set(paths)
-    for d in written:
-        if d.truncated_bytes:
-            paths.add(d.path)
-        else:
-            paths.discard(d.path)
-    if paths != before or fresh:
-        ix.state.set_json(TRUNCATED_KEY, {"paths": sorted(paths)}, persona)
+    """Keep the set of indexed documents holding a truncated message (status shows it); ``fresh``:
+    ``written`` is the persona's whole set."""
+    ix.state.record_truncated(persona, [d.path for d in written if d.truncated_bytes],
+                              [d.path for d in written if not d.truncated_bytes], fresh=fresh)
 
 
 def truncated_documents(state, persona: str) -> list[str]:
     """Indexed documents of ``persona`` whose text was cut at ledger.max_message_bytes."""
-    stored = state.get_json(TRUNCATED_KEY, persona)
-    if not stored:
-        return []
-    live = state.hashes(persona, stored["paths"])
-    return [p for p in stored["paths"] if p in live]
-
+    paths = state.truncated_paths(persona)
+    live = state.hashes(persona, paths)
+    return [p for p in paths if p in live]
