@@ -12,7 +12,7 @@ import time
 import pytest
 
 import indexer.state.db as db_mod
-import indexer.sync.engine as engine
+import indexer.sync.revisit as revisit
 from indexer.state.db import INDEXES_3, INDEXES_4, INDEXES_5, StateDB
 from indexer.sync import quiet
 from indexer.sync.context import Indexer
@@ -224,7 +224,7 @@ def test_a_pending_turn_completed_without_a_history_row_is_indexed(writer, make_
 
 def test_bad_turns_are_compared_in_a_whole_rotation_then_not_until_the_ledger_changes(
         writer, make_indexer, settle_now, ledger_reads, monkeypatch):
-    monkeypatch.setattr(engine, "BAD_CHECKS_PER_PASS", 5)
+    monkeypatch.setattr(revisit, "BAD_CHECKS_PER_PASS", 5)
     t = writer.turn("ghosts", user="real", assistant="real")
     ghosts = [f"GHOST{i:02d}" for i in range(12)]
     writer.execute("UPDATE threads SET ancestry=? WHERE turn_id=?", (json.dumps(ghosts + [t]), t))

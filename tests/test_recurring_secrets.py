@@ -146,7 +146,7 @@ def test_every_forks_copy_of_a_turn_is_masked_when_the_parent_names_the_value_la
 @pytest.mark.parametrize("batch", [50, 1])  # one batch (neither session in the state DB yet) / one session a batch
 @pytest.mark.parametrize("force", [False, True], ids=["first-pass", "forced-rebuild"])
 def test_every_copy_of_a_turn_reads_the_same_after_a_whole_pass(writer, config, monkeypatch, fork, batch, force):
-    monkeypatch.setattr("indexer.sync.engine.SESSIONS_PER_BATCH", batch)
+    monkeypatch.setattr("indexer.sync.build.SESSIONS_PER_BATCH", batch)
     early, own = fork_family(writer, fork)
     writer.turn("main", user=f"the vpn password is {VPN}")
     ix = indexer(config)
@@ -338,7 +338,7 @@ def test_sharing_a_session_again_from_the_cli_with_no_daemon_running_exports_it_
 
 def test_a_rebuild_reaches_forks_built_in_an_earlier_batch(writer, config, monkeypatch):
     """A rebuild records its documents only at the end: the pass itself remembers who holds what."""
-    monkeypatch.setattr("indexer.sync.engine.SESSIONS_PER_BATCH", 1)
+    monkeypatch.setattr("indexer.sync.build.SESSIONS_PER_BATCH", 1)
     writer.turn("zzz", user="an older session", assistant="ok")
     ix = indexer(config)
     try:
@@ -509,7 +509,7 @@ def test_a_staged_memory_takes_effect_only_when_committed():
 def test_a_rebuild_remembers_only_the_holders_the_state_db_lacks(writer, config, monkeypatch):
     """The in-pass map of who holds which turn covers what the state DB cannot say yet (sessions
     new since the last pass), not every turn of the ledger."""
-    import indexer.sync.engine as engine
+    import indexer.sync.build as engine  # every pass builds through it
 
     maps: list[dict] = []
     real = engine.build_sessions
@@ -633,7 +633,7 @@ def test_a_value_a_subagent_names_reaches_its_parents_copy_across_a_restart(writ
 
 def test_an_owed_session_whose_thread_row_broke_is_rewritten_once_not_every_pass(writer, config_factory,
                                                                                   monkeypatch):
-    import indexer.sync.engine as engine
+    import indexer.sync.build as engine  # every pass builds through it
 
     config = config_factory(sinks=("lancedb", "qmd"))
     early, own = subagent_family(writer)

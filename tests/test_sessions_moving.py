@@ -281,7 +281,7 @@ def test_a_changed_bad_turn_whose_rebuild_failed_is_retried_by_the_next_pass(wri
 
 def test_many_sessions_arriving_at_once_are_built_in_batches(writer, indexer, ledger_path, monkeypatch):
     """A whole persona merged into another: its sessions are built (and committed) a batch at a time."""
-    from indexer.sync import engine
+    from indexer.sync import build as engine  # where the batch size and the builder live
 
     for i in range(engine.SESSIONS_PER_BATCH + 7):
         writer.turn(f"s{i:03d}", user=f"question {i}", assistant=f"answer {i}")

@@ -23,7 +23,11 @@ from ledger.rows import SessionRow
 
 log = structlog.get_logger("indexer.sync")
 
-__all__ = ["Built", "build_sessions"]
+__all__ = ["SESSIONS_PER_BATCH", "Built", "build_sessions"]
+
+#: sessions built (and committed) at a time when a pass builds many (callers read it from here:
+#: ``build.SESSIONS_PER_BATCH``, ``build.build_sessions``, so a test can change either in one place)
+SESSIONS_PER_BATCH = 50
 
 
 @dataclass
@@ -40,7 +44,7 @@ class Built:
     considered: int = 0
     # the secret values this build learned: commit() once its documents are written
     learned: StagedMemory | None = None
-    # sessions it read again for values found in another persona (indexer.sync.engine._write_owed)
+    # sessions it read again for values found in another persona (indexer.sync.revisit.write_owed)
     rechecked: list[str] = field(default_factory=list)
     # (session, turn) of the turns done with no text (no document): built again if messages arrive
     # (indexer.sync.late)

@@ -12,7 +12,7 @@ class SyncInterrupted(Exception):
 @dataclass
 class PersonaSummary:
     persona: str
-    mode: str
+    mode: str  # a PassMode (a str: reports and logs show its value)
     cursor_before: int | None
     cursor: int | None = None
     head: int = 0
