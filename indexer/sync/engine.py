@@ -421,6 +421,6 @@ def sync_once(
         ix.end_pass_reader(reader, stamp if ok else None)
         summary.seconds = time.monotonic() - started
     log.info("sync.done", **{k: v for k, v in summary.as_dict().items() if k != "personas"},
-             modes={p: s.mode for p, s in summary.personas.items()})
+             modes={p: str(s.mode) for p, s in summary.personas.items()})
     return summary
 

@@ -25,7 +25,7 @@ class PersonaSummary:
     bad_retried: int = 0  # sessions whose bad turns were built again (--retry-bad, or their rows changed)
 
     def as_dict(self) -> dict:
-        return dict(self.__dict__)
+        return {**self.__dict__, "mode": str(self.mode)}  # the value, in logs and JSON alike
 
 
 @dataclass
