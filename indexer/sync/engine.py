@@ -30,6 +30,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import structlog
 
@@ -184,29 +185,11 @@ def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSu
         sessions = reader.sessions(persona=persona)
     refresh_registry(ix, reader, persona, sessions, summary, rebuilding=True)
     targets = [Target(ix, persona, sink, rebuild=sink.rebuild(persona)) for sink in ix.sinks]
-    all_docs: list[Document] = []
-    all_skips: list[Skip] = []
-    pending: list[tuple[str, str]] = []
-
-    fingerprints: dict[str, str] = {}
     # what the rebuild learns takes effect once its generation is switched in
-    learned = ix.secrets.stage() if ix.secrets is not None else None
-
-    rechecked: list[str] = []
-
-    empty: list[tuple[str, str]] = []
-
-    def collect(written: list[Document], built: Built) -> None:
-        rechecked.extend(built.rechecked)
-        all_docs.extend(written)
-        all_skips.extend(built.skips)
-        pending.extend(built.pending)
-        fingerprints.update(built.fingerprints)
-        empty.extend(built.empty)
-
+    got = Rebuilt(mark=mark, learned=ix.secrets.stage() if ix.secrets is not None else None)
     try:
         _walk_all(ix, reader, persona, summary, targets, rebuilding=True, stop=stop, progress=progress,
-                  on_batch=collect, learned=learned)
+                  on_batch=got.add, learned=got.learned)
         memory_docs = ix.memory_documents(persona)
         for t in targets:
             if memory_docs:
@@ -215,18 +198,17 @@ def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSu
         # the new set, with no visibility change in between (see sync_visibility).
         with UNSCOPED_WRITES:
             # noted while staged, by the visibility then; no change comes between this and the record
-            ix.in_flight.note(persona, all_docs)
+            ix.in_flight.note(persona, got.docs)
             for t in targets:
                 if t.unscoped:
-                    switch_in_rebuild(ix, persona, t.sink, t.rebuild, all_docs + list(memory_docs),
+                    switch_in_rebuild(ix, persona, t.sink, t.rebuild, got.docs + list(memory_docs),
                                       t.staged_sessions, t.withheld)
                 else:
                     t.rebuild.commit()
-            _record_rebuild(ix, persona, summary, all_docs, memory_docs, all_skips, pending, fingerprints,
-                            learned, rechecked, empty, mark)
-        if learned is not None:
-            learned.commit()
-        log_skips(persona, all_skips)  # a rebuild skips like a tail: one line per session and reason
+            _record_rebuild(ix, persona, summary, got, memory_docs)
+        if got.learned is not None:
+            got.learned.commit()
+        log_skips(persona, got.skips)  # a rebuild skips like a tail: one line per session and reason
     except BaseException:
         for t in targets:
             try:
@@ -237,11 +219,31 @@ def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSu
     summary.cursor = summary.head
 
 
-def _record_rebuild(ix: Indexer, persona: str, summary: PersonaSummary, docs: list[Document],
-                    memory_docs: list[Document], skips: list[Skip], pending: list[tuple[str, str]],
-                    fingerprints: dict[str, str], learned: StagedMemory | None = None,
-                    rechecked: Sequence[str] = (), empty: Sequence[tuple[str, str]] = (),
-                    mark: late.LateMark | None = None) -> None:
+@dataclass
+class Rebuilt:
+    """What a rebuild's batches built, recorded in one transaction at its switch."""
+
+    mark: late.LateMark
+    learned: StagedMemory | None
+    docs: list[Document] = field(default_factory=list)
+    skips: list[Skip] = field(default_factory=list)
+    pending: list[tuple[str, str]] = field(default_factory=list)
+    fingerprints: dict[str, str] = field(default_factory=dict)
+    rechecked: list[str] = field(default_factory=list)
+    empty: list[tuple[str, str]] = field(default_factory=list)
+
+    def add(self, written: list[Document], built: Built) -> None:
+        self.rechecked.extend(built.rechecked)
+        self.docs.extend(written)
+        self.skips.extend(built.skips)
+        self.pending.extend(built.pending)
+        self.fingerprints.update(built.fingerprints)
+        self.empty.extend(built.empty)
+
+
+def _record_rebuild(ix: Indexer, persona: str, summary: PersonaSummary, got: Rebuilt,
+                    memory_docs: list[Document]) -> None:
+    docs, skips = got.docs, got.skips
     old = ix.state.paths(persona)  # read before the write transaction (no read-to-write upgrade in it)
     with ix.state.atomic():
         ix.state.forget_documents(persona, old)
@@ -249,18 +251,17 @@ def _record_rebuild(ix: Indexer, persona: str, summary: PersonaSummary, docs: li
         ix.state.record_documents(docs + list(memory_docs))
         record_truncations(ix, persona, docs, fresh=True)
         summary.documents_skipped_bad += ix.state.record_bad(
-            persona, [(s.session, s.turn_id or "", s.reason.value, s.detail) for s in skips], fingerprints)
+            persona, [(s.session, s.turn_id or "", s.reason.value, s.detail) for s in skips], got.fingerprints)
         ix.state.clear_pending(persona, ix.state.pending(persona))  # what the ledger gives now, only
-        ix.state.set_pending(persona, pending)
+        ix.state.set_pending(persona, got.pending)
         ix.state.set_cursor(persona, summary.head)
         ix.state.set_build_identity(persona, ix.build_identity)
-        record_owed(ix, learned)
-        ix.state.clear_secret_rechecks(persona, rechecked)
+        record_owed(ix, got.learned)
+        ix.state.clear_secret_rechecks(persona, got.rechecked)
         ix.state.forget_empty(persona)
-        ix.state.record_empty(persona, empty, filled=())
+        ix.state.record_empty(persona, got.empty, filled=())
         ix.state.clear_sessions_to_build(persona)
-        if mark is not None:
-            late.keep(ix, persona, mark)
+        late.keep(ix, persona, got.mark)
         ix.state.set_backfill_due(persona, None)
 
 

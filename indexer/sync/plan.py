@@ -89,7 +89,7 @@ def decide(f: PersonaFacts) -> PersonaPlan:
         return plan(PassMode.BACKFILL, Why.LEDGER_REPLACED if f.ledger_replaced else Why.NO_CURSOR)
     if f.backfill_due:
         return plan(PassMode.BACKFILL, Why.BACKFILL_DUE, (f.backfill_due,))
-    if cursor > f.head:
+    if not f.position.valid_at(f.head):
         return plan(PassMode.BACKFILL, Why.LEDGER_REWOUND)
     if f.position.row is not None and f.row_at_cursor != f.position.row:
         return plan(PassMode.BACKFILL, Why.IDS_REUSED)
