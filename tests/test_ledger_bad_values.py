@@ -128,7 +128,6 @@ def test_a_whole_build_keeps_the_indexed_turns_of_a_session_whose_new_head_canno
     """A backfill or a forced rebuild builds every session from its head. One whose new head row is
     broken cannot be walked: its turns indexed before are built from their own rows and kept (they
     were deleted as stale), the head is a bad row, and once mended the head is indexed too."""
-    from indexer.sync import late
 
     older = [writer.turn("flaky", user=f"flaky question {i}", assistant=f"flaky answer {i}") for i in range(3)]
     writer.turn("calm", user="a calm turn", assistant="ok")

@@ -25,8 +25,18 @@ from indexer.state.meta import LEDGER_IDENTITY_KEY, MetaStore, Position
 from indexer.state.private_turns import PrivateTurns, Visibility
 from indexer.state.registry import SessionRecord, SessionRegistry
 from indexer.state.revisits import RevisitStore
-from indexer.state.schema import (GLOBAL, IN_LIMIT, INDEXES_3, INDEXES_4, INDEXES_5, MIGRATIONS, SCHEMA_VERSION_KEY,
-                                  RevisitReason, _models, now_ms)
+from indexer.state.schema import (
+    GLOBAL,
+    IN_LIMIT,
+    INDEXES_3,
+    INDEXES_4,
+    INDEXES_5,
+    MIGRATIONS,
+    SCHEMA_VERSION_KEY,
+    RevisitReason,
+    _models,
+    now_ms,
+)
 from indexer.state.scope_facts import ScopeFactsMemo
 from indexer.state.transactions import StateDatabase
 

@@ -28,7 +28,7 @@ import socket
 import sys
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -65,8 +65,8 @@ class Holder:
         if self.hostname and self.hostname != socket.gethostname():
             who += f" on {self.hostname}"
         if self.since is not None:
-            since = self.since.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-            age = _age(datetime.now(timezone.utc) - self.since)
+            since = self.since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            age = _age(datetime.now(UTC) - self.since)
             who += f" since {since} ({age} ago)"
         return who
 
@@ -200,7 +200,7 @@ class WriterLock:
             holder = Holder(
                 pid=os.getpid(),
                 role=self.role,
-                since=datetime.now(timezone.utc).replace(microsecond=0),
+                since=datetime.now(UTC).replace(microsecond=0),
                 hostname=socket.gethostname(),
                 argv=tuple(sys.argv),
                 extra=self.extra,

@@ -55,9 +55,9 @@ class PrivateTurns:
 
     def _stored_own(self, persona: str) -> dict[str, list[str]]:
         """Per private session of ``persona``: its own turns as recorded."""
-        O = self.state.PrivateOwnTurn
+        Own = self.state.PrivateOwnTurn
         out: dict[str, list[str]] = {}
-        q = O.select(O.session_label, O.turn_id).where(O.persona == persona).order_by(O.session_label, O.turn_id)
+        q = Own.select(Own.session_label, Own.turn_id).where(Own.persona == persona).order_by(Own.session_label, Own.turn_id)
         for label, turn in q.tuples():
             ids = out.setdefault(label, [])
             if turn:  # '': the session's row saying it was recorded (with no own turn, maybe)
@@ -65,12 +65,12 @@ class PrivateTurns:
         return out
 
     def _store_own(self, persona: str, own: dict[str, list[str]]) -> None:
-        O = self.state.PrivateOwnTurn
-        O.delete().where(O.persona == persona).execute()
+        Own = self.state.PrivateOwnTurn
+        Own.delete().where(Own.persona == persona).execute()
         rows = [{"persona": persona, "session_label": label, "turn_id": t} for label, ids in own.items()
                 for t in ("", *ids)]
         for part in chunked(rows, 300):
-            O.insert_many(part).on_conflict_ignore().execute()
+            Own.insert_many(part).on_conflict_ignore().execute()
 
     def copies(self, persona: str, *, private: set[str] | None = None) -> dict[str, set[str]]:
         """Per private session: its own turns that another session of ``persona`` holds (a fork's
@@ -175,13 +175,13 @@ class PrivateTurns:
         """Session ``label`` moved from persona ``old`` to ``new``: its recorded own turns go with it
         (a private session's copies in forks stay hidden while it moves). Call in the transaction
         that moves its registry row."""
-        O = self.state.PrivateOwnTurn
-        ids = [t for (t,) in O.select(O.turn_id).where((O.persona == old) & (O.session_label == label)).tuples()]
+        Own = self.state.PrivateOwnTurn
+        ids = [t for (t,) in Own.select(Own.turn_id).where((Own.persona == old) & (Own.session_label == label)).tuples()]
         if not ids:
             return
-        O.delete().where((O.persona == old) & (O.session_label == label)).execute()
+        Own.delete().where((Own.persona == old) & (Own.session_label == label)).execute()
         for part in chunked([{"persona": new, "session_label": label, "turn_id": t} for t in ids], 300):
-            O.insert_many(part).on_conflict_ignore().execute()
+            Own.insert_many(part).on_conflict_ignore().execute()
 
     def others_own_turns(self, persona: str) -> set[str]:
         return set().union(*(own for _, _, own in self._own(self._by_persona(persona, set()))))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 
-
 #: Scope facts kept per thread between state changes ((persona, session) pairs).
 FACTS_MEMO_ENTRIES = 4096
 #: A caller's label longer than this is kept in the memo as its digest: a label may be of any length,

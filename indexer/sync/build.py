@@ -125,7 +125,7 @@ def build_sessions(
             if kept:
                 log.warning("session.head_unreadable", persona=persona, session=label, turns_kept=len(kept),
                             action="its indexed turns are built from their own rows until the head is mended")
-    current = session_histories(reader, persona, sorted({l for l, _ in extra_pairs if l not in out.ancestry}))
+    current = session_histories(reader, persona, sorted({lb for lb, _ in extra_pairs if lb not in out.ancestry}))
     extra: set[tuple[str, str]] = set()
     for label, turn in extra_pairs:
         history = out.ancestry.get(label, current.get(label))

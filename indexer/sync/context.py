@@ -72,7 +72,6 @@ def build_sinks(config: Config, *, embedder=None, role: str = "writer") -> list[
     for name in config.index.sinks:
         if name == "lancedb":
             from exporters.lancedb import LanceSink
-
             from exporters.lancedb.location import IndexLocation
 
             sinks.append(LanceSink(IndexLocation.from_config(config),

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import structlog
 
-from indexer.sync.context import Indexer
 from indexer.state.install_key import keyed_digest
+from indexer.sync.context import Indexer
 from ledger.reader import LedgerReader
 
 log = structlog.get_logger("indexer.sync")

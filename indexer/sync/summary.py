@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+
 class SyncInterrupted(Exception):
     """The stop event was set; everything committed so far is consistent."""
 

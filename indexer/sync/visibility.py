@@ -28,8 +28,8 @@ from exporters.base import Exporter, Rebuild
 from indexer.core.safe_names import safe_segment
 from indexer.core.types import Document
 from indexer.sync.build import build_sessions
-from indexer.sync.turn_rows import head_history
 from indexer.sync.context import Indexer
+from indexer.sync.turn_rows import head_history
 from ledger.connection import LedgerUnavailable
 from ledger.reader import LedgerReader
 
