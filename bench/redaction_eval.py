@@ -4,8 +4,8 @@
 
 Reads tests/data/redaction_eval/ (chat.jsonl and catalog.jsonl from
 bench/redaction_eval_gen.py, clean_dev.jsonl copied from public developer
-prose, chat_fresh.jsonl and clean_chat_fresh.jsonl from
-bench/redaction_fresh_gen.py) and ../shared/redaction/clean_chat.jsonl, runs
+prose, chat_fresh_{tune,heldout}.jsonl and clean_chat_fresh_{tune,heldout}.jsonl
+from bench/redaction_fresh_gen.py) and ../shared/redaction/clean_chat.jsonl, runs
 `redaction.redact` over every line and reports, per split (tune / heldout) and
 per family or vendor:
 
@@ -17,11 +17,11 @@ per family or vendor:
 - idempotence: redact(redact(x)) == redact(x);
 - throughput over the chat corpus (MB/s, best of --repeat).
 
-The fresh corpus (chat_fresh / clean_chat_fresh) was written independently of
-the redactor and is reported in its own section: recall per family, clean lines
-changed per family, idempotence. Its texts are never printed or written to the
-outputs (`--show` names only family and template of a miss), so that tuning
-cannot look at them. The headline is the held-out figures, the fresh corpus
+The fresh corpus was written independently of the redactor and is reported in
+its own section: recall per family, clean lines changed per family, idempotence,
+held-out (odd template numbers) as the headline and tune (even) beside it. Texts
+of held-out rows are never printed or written to the outputs (`--show` names
+only their family and template); fresh_tune misses and false positives are shown. The headline is the held-out figures, the fresh corpus
 first. Writes bench/out/redaction_eval.md and .json. Exit status 0: this is a measurement, the targets are reported, not
 enforced.
 """
@@ -45,8 +45,9 @@ from bench.common import SHARED, git_commit, machine, md_table, write_outputs  #
 DATA = ROOT / "tests" / "data" / "redaction_eval"
 CLEAN_CHAT = SHARED / "redaction" / "clean_chat.jsonl"
 RUN = 12          # partial leak: this many consecutive characters of a secret survive
-FRESH_CHAT = DATA / "chat_fresh.jsonl"
-FRESH_CLEAN = DATA / "clean_chat_fresh.jsonl"
+HELDOUT, TUNE = "fresh_heldout", "fresh_tune"
+FRESH_CHAT = (DATA / "chat_fresh_heldout.jsonl", DATA / "chat_fresh_tune.jsonl")
+FRESH_CLEAN = (DATA / "clean_chat_fresh_heldout.jsonl", DATA / "clean_chat_fresh_tune.jsonl")
 TARGETS = {"chat": 0.97, "catalog": 0.97, "gitleaks": 0.98, "clean_dev_rate": 1 / 300, "fresh_chat": 0.97,
            "fresh_clean_changed": 0}
 
@@ -126,51 +127,81 @@ def excerpt(text: str, n: int = 160) -> str:
 
 
 def fresh_figures(r_chat: list[dict], r_clean: list[dict], show: int) -> tuple[list[str], dict]:
-    """The fresh held-out corpus: numbers, family names and template ids only, never a text."""
-    overall = recall(r_chat)
-    changed = [r for r in r_clean if r["changed"]]
+    """The fresh corpus: held-out (odd templates) as the headline, tune (even templates) beside it.
+
+    `show` prints redacted texts of fresh_tune misses and fresh_tune clean lines changed; of
+    fresh_heldout rows it names the family and template id only, never a text."""
+    def part(results: list[dict], split: str) -> list[dict]:
+        return [r for r in results if r["row"]["split"] == split]
+
+    chat = {s: part(r_chat, s) for s in (HELDOUT, TUNE)}
+    clean = {s: part(r_clean, s) for s in (HELDOUT, TUNE)}
+    fig = {s: recall(chat[s]) for s in chat}
+    changed = {s: [r for r in clean[s] if r["changed"]] for s in clean}
     not_idem = [r for r in r_chat + r_clean if not r["idempotent"]]
+
+    def n_changed(s: str) -> str:
+        return f"{len(changed[s])}/{len(clean[s])}"
+
     lines = [
-        "### Fresh held-out corpus (issue 34)",
+        "### Fresh corpus (issue 34)",
         "",
-        f"`chat_fresh.jsonl` {len(r_chat)} lines ({len({r['row']['template'] for r in r_chat})} templates, "
-        f"{len({r['row']['family'] for r in r_chat})} families), `clean_chat_fresh.jsonl` {len(r_clean)} lines "
+        f"`chat_fresh_*.jsonl` {len(r_chat)} lines ({len({r['row']['template'] for r in r_chat})} templates, "
+        f"{len({r['row']['family'] for r in r_chat})} families), `clean_chat_fresh_*.jsonl` {len(r_clean)} lines "
         f"({len({r['row']['family'] for r in r_clean})} families), from bench/redaction_fresh_gen.py: phrasings "
-        "written without sight of the redactor's rules or tests. Texts are not shown here.",
+        "written without sight of the redactor's rules or tests. Held-out: odd template numbers (never read "
+        "while tuning, texts never shown); tune: even template numbers.",
         "",
-        md_table(["measure", "value", "target"], [
-            ["recall, fresh chat credentials", f"**{pct(overall)}**", f"≥ {TARGETS['fresh_chat']:.0%}"],
-            [f"lines with a {RUN}-char run of a secret left", overall["partial_leaks"], "report"],
-            ["fresh clean lines changed (any change)", f"**{len(changed)}/{len(r_clean)}**", "0"],
-            ["not idempotent (fresh files)", f"{len(not_idem)}/{len(r_chat) + len(r_clean)}", "0"],
-        ], align=["l", "r", "l"]),
+        md_table(["measure", "held-out", "tune", "target"], [
+            ["recall, fresh chat credentials", f"**{pct(fig[HELDOUT])}**", pct(fig[TUNE]),
+             f"≥ {TARGETS['fresh_chat']:.0%} held-out"],
+            [f"lines with a {RUN}-char run of a secret left", fig[HELDOUT]["partial_leaks"],
+             fig[TUNE]["partial_leaks"], "report"],
+            ["fresh clean lines changed (any change)", f"**{n_changed(HELDOUT)}**", n_changed(TUNE), "0"],
+            ["not idempotent (fresh files)", "", f"{len(not_idem)}/{len(r_chat) + len(r_clean)}", "0"],
+        ], align=["l", "r", "r", "l"]),
         "",
     ]
     fam_rows, fam_json = [], {}
     for fam, group in by(r_chat, lambda row: row["family"]).items():
-        fig = recall(group)
-        fam_json[fam] = {**fig, "templates": len({r["row"]["template"] for r in group})}
-        fam_rows.append([fam, fam_json[fam]["templates"], pct(fig), fig["partial_leaks"]])
-    lines += [md_table(["fresh family", "templates", "recall", "partial leaks"], fam_rows), ""]
+        figs = {s: recall(part(group, s)) for s in (HELDOUT, TUNE)}
+        fam_json[fam] = {**figs, "templates": len({r["row"]["template"] for r in group})}
+        fam_rows.append([fam, fam_json[fam]["templates"], pct(figs[HELDOUT]), pct(figs[TUNE]),
+                         f"{figs[HELDOUT]['partial_leaks']} / {figs[TUNE]['partial_leaks']}"])
+    lines += [md_table(["fresh family", "templates", "held-out", "tune", "partial leaks (held-out / tune)"],
+                       fam_rows), ""]
     clean_rows, clean_json = [], {}
     for fam, group in by(r_clean, lambda row: row["family"]).items():
-        n = sum(r["changed"] for r in group)
-        clean_json[fam] = {"lines": len(group), "changed": n}
-        clean_rows.append([fam, len(group), n])
-    lines += [md_table(["fresh clean family", "lines", "changed"], clean_rows), ""]
-    missed_templates = sorted({r["row"]["template"] for r in r_chat if r["missed"]})
-    changed_templates = sorted({r["row"]["template"] for r in changed})
+        counts = {s: {"lines": len(part(group, s)), "changed": sum(r["changed"] for r in part(group, s))}
+                  for s in (HELDOUT, TUNE)}
+        clean_json[fam] = counts
+        clean_rows.append([fam, f"{counts[HELDOUT]['changed']}/{counts[HELDOUT]['lines']}",
+                           f"{counts[TUNE]['changed']}/{counts[TUNE]['lines']}"])
+    lines += [md_table(["fresh clean family", "held-out changed", "tune changed"], clean_rows), ""]
+    missed = {s: sorted({r["row"]["template"] for r in chat[s] if r["missed"]}) for s in chat}
+    changed_t = {s: sorted({r["row"]["template"] for r in changed[s]}) for s in changed}
     if show:
-        def count(results: list[dict], key: str) -> str:
+        def count(results: list[dict]) -> str:
             n: dict[str, int] = defaultdict(int)
             for r in results:
-                n[r["row"][key]] += 1
+                n[r["row"]["template"]] += 1
             return ", ".join(f"`{t}` ×{k}" for t, k in sorted(n.items())[:show * 5]) or "none"
-        lines += ["Fresh misses by template (ids only): " + count([r for r in r_chat if r["missed"]], "template"),
-                  "", "Fresh clean lines changed by template (ids only): " + count(changed, "template"), ""]
-    data = {"chat": overall, "chat_families": fam_json, "clean": {"lines": len(r_clean), "changed": len(changed)},
+        lines += ["Fresh held-out misses by template (ids only): " + count([r for r in chat[HELDOUT] if r["missed"]]),
+                  "", "Fresh held-out clean lines changed by template (ids only): " + count(changed[HELDOUT]), "",
+                  "Fresh tune misses (redacted output, one per template):", ""]
+        seen: set[str] = set()
+        for r in chat[TUNE]:
+            if r["missed"] and r["row"]["template"] not in seen and len(seen) < show:
+                seen.add(r["row"]["template"])
+                lines.append(f"- `{r['row']['template']}` missed {r['missed']}: `{excerpt(r['out'], 400)}`")
+        lines += ["", "Fresh tune clean lines changed (redacted output):", ""]
+        for r in changed[TUNE][:show]:
+            lines.append(f"- `{r['row']['template']}`: `{excerpt(r['out'], 400)}`")
+        lines.append("")
+    data = {"chat": fig, "chat_families": fam_json,
+            "clean": {s: {"lines": len(clean[s]), "changed": len(changed[s])} for s in clean},
             "clean_families": clean_json, "not_idempotent": len(not_idem),
-            "missed_templates": missed_templates, "changed_templates": changed_templates}
+            "missed_templates": missed, "changed_templates": changed_t}
     return lines, data
 
 
@@ -184,8 +215,8 @@ def run(show: int, repeat: int) -> tuple[str, dict]:
     catalog = load_jsonl(DATA / "catalog.jsonl")
     clean_dev = load_jsonl(DATA / "clean_dev.jsonl")
     clean_chat = load_jsonl(CLEAN_CHAT) if CLEAN_CHAT.exists() else []
-    fresh_chat = load_jsonl(FRESH_CHAT) if FRESH_CHAT.exists() else []
-    fresh_clean = load_jsonl(FRESH_CLEAN) if FRESH_CLEAN.exists() else []
+    fresh_chat = [row for p in FRESH_CHAT if p.exists() for row in load_jsonl(p)]
+    fresh_clean = [row for p in FRESH_CLEAN if p.exists() for row in load_jsonl(p)]
 
     r_chat = evaluate(chat, redact)
     r_cat = evaluate(catalog, redact)
@@ -215,6 +246,9 @@ def run(show: int, repeat: int) -> tuple[str, dict]:
     def row3(label: str, fig: dict, target: str) -> list[str]:
         return [label, f"**{pct(fig['heldout'])}**", pct(fig["tune"]), pct(fig["all"]), target]
 
+    def fresh_cell(s: str) -> str:
+        return f"{fresh_data['clean'][s]['changed']}/{fresh_data['clean'][s]['lines']}"
+
     def dev_cell(s: str) -> str:
         return f"{len(dev_changed[s])}/{dev_n[s]}"
 
@@ -229,10 +263,11 @@ def run(show: int, repeat: int) -> tuple[str, dict]:
         "every secret is gone. Headline: held-out (templates, families and vendors never used for tuning).",
         "",
         md_table(["measure", "held-out", "tune", "all", "target"], [
-            ["recall, fresh chat corpus (independent, all held out)", f"**{pct(fresh_data['chat'])}**", "–",
-             pct(fresh_data["chat"]), f"≥ {TARGETS['fresh_chat']:.0%}"],
-            ["fresh clean chat lines changed", f"**{fresh_data['clean']['changed']}/{fresh_data['clean']['lines']}**",
-             "–", f"{fresh_data['clean']['changed']}/{fresh_data['clean']['lines']}", "0"],
+            ["recall, fresh chat corpus (independent; odd templates held out)",
+             f"**{pct(fresh_data['chat'][HELDOUT])}**", pct(fresh_data["chat"][TUNE]),
+             pct(recall(r_fchat)), f"≥ {TARGETS['fresh_chat']:.0%}"],
+            ["fresh clean chat lines changed", f"**{fresh_cell(HELDOUT)}**", fresh_cell(TUNE),
+             f"{sum(r['changed'] for r in r_fclean)}/{len(r_fclean)}", "0"],
             row3("recall, chat-style credentials", chat_fig, f"≥ {TARGETS['chat']:.0%}"),
             row3("recall, catalog examples (realistic values)", cat_fig, f"≥ {TARGETS['catalog']:.0%}"),
             row3("recall, gitleaks-derived subset", gl_fig, f"≥ {TARGETS['gitleaks']:.0%}"),

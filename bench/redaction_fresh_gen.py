@@ -1,13 +1,17 @@
 """Generate the fresh, held-out redaction corpus of issue 34 (deterministic, fixed seed).
 
-    .venv/bin/python -m bench.redaction_fresh_gen          # (re)write the two files
+    .venv/bin/python -m bench.redaction_fresh_gen          # (re)write the four files
     .venv/bin/python -m bench.redaction_fresh_gen --check  # exit 1 if they differ from a fresh run
 
-Writes tests/data/redaction_eval/chat_fresh.jsonl (agent-chat turns that state a credential; every
-listed secret must vanish) and clean_chat_fresh.jsonl (chat about credentials that gives none, or
+Writes tests/data/redaction_eval/chat_fresh_*.jsonl (agent-chat turns that state a credential; every
+listed secret must vanish) and clean_chat_fresh_*.jsonl (chat about credentials that gives none, or
 carries credential-shaped non-secrets; every line must come out unchanged). The phrasings were
-written for this corpus independently of the redactor and of bench/redaction_eval_gen.py: they are
-the held-out headline, so nobody tuning the redactor should read them.
+written for this corpus independently of the redactor and of bench/redaction_eval_gen.py.
+
+The rows are split by template so tuning can use part of them: a row whose template number (the NN
+of ``family.NN``) is even goes to the ``*_fresh_tune`` files (split "fresh_tune"), an odd one to
+the ``*_fresh_heldout`` files (split "fresh_heldout"). The held-out files are the headline: nobody
+tuning the redactor should read them (or the odd-numbered templates that produce them).
 """
 
 from __future__ import annotations
@@ -30,8 +34,9 @@ from bench.redaction_fresh_values import Ctx  # noqa: E402
 
 SEED = 34_2026_1128
 DATA = ROOT / "tests" / "data" / "redaction_eval"
-CHAT = "chat_fresh.jsonl"
-CLEAN = "clean_chat_fresh.jsonl"
+TUNE, HELDOUT = "fresh_tune", "fresh_heldout"
+CHAT_TUNE, CHAT_HELDOUT = "chat_fresh_tune.jsonl", "chat_fresh_heldout.jsonl"
+CLEAN_TUNE, CLEAN_HELDOUT = "clean_chat_fresh_tune.jsonl", "clean_chat_fresh_heldout.jsonl"
 SOURCE = "fresh corpus, issue 34"
 ROWS_PER_TEMPLATE = 5
 CLEAN_ROWS_PER_TEMPLATE = 3
@@ -141,6 +146,20 @@ def clean_rows(r: random.Random) -> list[dict]:
     return rows
 
 
+def split_of(template: str) -> str:
+    """Even template numbers are for tuning, odd ones stay held out (decided on the id alone)."""
+    return TUNE if int(template.rsplit(".", 1)[1]) % 2 == 0 else HELDOUT
+
+
+def split(rows: list[dict]) -> dict[str, list[dict]]:
+    """Split name -> its rows, each row's "split" set; the order within a split is kept."""
+    out: dict[str, list[dict]] = {TUNE: [], HELDOUT: []}
+    for row in rows:
+        part = split_of(row["template"])
+        out[part].append({**row, "split": part})
+    return out
+
+
 def dumps(rows: list[dict]) -> str:
     return "".join(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n" for row in rows)
 
@@ -148,7 +167,9 @@ def dumps(rows: list[dict]) -> str:
 def generate(seed: int = SEED) -> dict[str, str]:
     """File name -> file text; the same seed gives the same bytes."""
     r = random.Random(seed)
-    return {CHAT: dumps(credential_rows(r)), CLEAN: dumps(clean_rows(r))}
+    chat, clean = split(credential_rows(r)), split(clean_rows(r))
+    return {CHAT_TUNE: dumps(chat[TUNE]), CHAT_HELDOUT: dumps(chat[HELDOUT]),
+            CLEAN_TUNE: dumps(clean[TUNE]), CLEAN_HELDOUT: dumps(clean[HELDOUT])}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,10 +26,11 @@ from redaction import REDACTION_VERSION, redact
 DATA = Path(__file__).resolve().parent / "data"
 GOLDEN = DATA / "redaction" / "golden.json"
 #: Committed corpora whose texts are golden inputs (independent evaluation sets join when present).
-#: The fresh held-out corpus (``*_fresh.jsonl``) stays out: whoever tunes the redactor works on the
-#: golden, and the held-out texts must not reach them through a failing digest.
+#: The fresh corpus's tuning half (``*_fresh_tune.jsonl``) is in; its held-out half
+#: (``*_heldout.jsonl``) stays out: whoever tunes the redactor works on the golden, and the held-out
+#: texts must not reach them through a failing digest.
 SOURCES = (DATA / "redaction" / "formats.jsonl",
-           *sorted(p for p in (DATA / "redaction_eval").glob("*.jsonl") if not p.stem.endswith("_fresh")))
+           *sorted(p for p in (DATA / "redaction_eval").glob("*.jsonl") if not p.stem.endswith("_heldout")))
 
 
 def _digest(text: str) -> str:
