@@ -89,6 +89,7 @@ _LINKERS = frozenset("""
 now set to of as be will would here here's it's its ist: is: are: : now: now, new temporary temp
 lautet lauten heißt heisst c'est cest c’est vaut será sera fica resta rimane wordt blijft
 literally simply just actually still currently always also
+type enter paste use try with must should
 """.split())
 # A cue followed by one of these is a compound noun ("password manager", "token limit"): what follows
 # is about the thing, not a value of the cue (a value credential-shaped on its own still counts).
@@ -106,6 +107,22 @@ _PIN_DETERMINERS = ("the ", "my ", "your ", "our ", "his ", "her ", "their ", "a
 _PIN_RE = re.compile(r"[0-9]{4,12}")
 _USERISH_RE = re.compile(r"[A-Za-z][A-Za-z0-9._@-]{1,63}")
 _LOWER_PW_RE = re.compile(r"[a-z]{3,}[0-9]{2,}[a-z0-9]*|[0-9]{2,}[a-z]{3,}[a-z0-9]*")
+# A generated passphrase of words ("pixel_parrot_lantern", "raven.tango.viper", "otter-koala-jasper-7"):
+# three or more words of 3-10 letters, one separator throughout, maybe a number at the end. Stated
+# next to a password cue it is the password; code names of that shape are made of code words.
+_WORD_PW_RE = re.compile(r"[a-z]{3,10}(?P<sep>[-_.])[a-z]{3,10}(?:(?P=sep)[a-z]{3,10}){1,5}(?:(?P=sep)?[0-9]{1,4})?")
+_CODE_WORDS = frozenset("""
+get set put read write load save dump file files env var vars config conf cfg user users name pass passwd password
+secret secrets key keys token tokens url uri path dir data test tests tmp temp old new default value values init main
+app api src lib bin dev prod staging local remote from with the and for not none null true false auth login hash salt
+store vault field input form reset change update create delete list dict map int str len max min log logs cache
+""".split())
+
+
+def word_passphrase(v: str) -> bool:
+    """``pixel_parrot_lantern``: words joined into a password, not a snake_case name of code."""
+    m = _WORD_PW_RE.fullmatch(v)
+    return m is not None and not any(w in _CODE_WORDS for w in re.split(r"[-_.0-9]+", v) if w)
 
 
 def _cue_hits(text: str, low: str, cues: Iterable[str] | None = None) -> list[tuple[int, int, str]]:

@@ -33,7 +33,7 @@ import re
 from collections.abc import Iterable, Iterator
 
 from .cues import (_COMPOUNDS, _LINKERS, _LOWER_PW_RE, _OPENERS, _PIN_DETERMINERS, _PIN_RE, _USERISH_RE,
-                   STATED_CUE_PATTERNS, _cue_hits)
+                   STATED_CUE_PATTERNS, _cue_hits, word_passphrase)
 from .value_shape import _PW_SYMBOLS, _UUID_RE, shape
 
 Candidate = tuple[str, int, int, int]
@@ -127,7 +127,9 @@ def _is_linker(tok: str) -> bool:
     return t in _LINKERS or (t.endswith(":") and t[:-1] in _LINKERS) or (bool(t) and all(c in _PUNCT_LINK for c in t))
 
 
-_MSG_RE = re.compile(r"(?m)^(?:User|Assistant|user|assistant|USER|ASSISTANT):[ \t]*")
+# a message of a turn, or of a chat log pasted with timestamps ("[16:48] nadia: …")
+_MSG_RE = re.compile(r"(?m)^(?:User|Assistant|user|assistant|USER|ASSISTANT):[ \t]*"
+                     r"|^\[\d{1,2}:\d{2}(?::\d{2})?(?:[ \t]*[APap][Mm])?\][ \t]*[^\s:\]]{1,24}(?: [^\s:\]]{1,24})?:[ \t]*")
 
 
 def _memo_shape(memo: dict[str, str | None], v: str) -> str | None:
@@ -141,10 +143,10 @@ def _memo_shape(memo: dict[str, str | None], v: str) -> str | None:
 
 _UNSEEN = object()
 # what a value needs at least one of (every shape() that is not None has one)
-_VALUEISH_RE = re.compile(r"[0-9!@#$%^&*+=?~|]|[A-Za-z][A-Z]")
+_VALUEISH_RE = re.compile(r"[0-9!@#$%^&*+=?~|]|[A-Za-z][A-Z]|[a-z]{3}[-_.][a-z]{3,10}[-_.][a-z]{3}")
 # What any value this detector reports has somewhere in it: shape() is None without a digit, a
 # password symbol or a capital after another character; the other way in is a long hex token.
-_ANY_VALUE_RE = re.compile(r"[0-9!@#$%^&*+=?~|]|\S[A-Z]|[0-9a-fA-F]{32}")
+_ANY_VALUE_RE = re.compile(r"[0-9!@#$%^&*+=?~|]|\S[A-Z]|[0-9a-fA-F]{32}|[a-z]{3}[-_.][a-z]{3,10}[-_.][a-z]{3}")
 
 
 def find_stated_passwords(text: str, low: str, cues: Iterable[str] | None = None) -> Iterator[Candidate]:
@@ -208,9 +210,10 @@ def find_stated_passwords(text: str, low: str, cues: Iterable[str] | None = None
             else:
                 sh = shape(v)
             if sh is None and kind == "pw" and (adjacent or after_link) and not compound and not pin and (
-                    _LONG_HEX_RE.fullmatch(v) or _LOWER_PW_RE.fullmatch(v)):
-                sh = "weak"  # "password: 0f18a5d4…", "password is qwerty123"
-            if sh == "weak" and not adjacent and (clause_ended or not any(c.isdigit() or c in _PW_SYMBOLS for c in v)):
+                    _LONG_HEX_RE.fullmatch(v) or _LOWER_PW_RE.fullmatch(v) or word_passphrase(v)):
+                sh = "weak"  # "password: 0f18a5d4…", "password is qwerty123", "… is raven.tango.viper"
+            if sh == "weak" and not adjacent and (clause_ended or not (
+                    any(c.isdigit() or c in _PW_SYMBOLS for c in v) or word_passphrase(v))):
                 sh = None  # "…password, the network is GuestNet": a name in another clause
             if sh == "weak" and compound:
                 sh = None  # "my password manager is 1Password8"
@@ -239,7 +242,7 @@ def find_stated_passwords(text: str, low: str, cues: Iterable[str] | None = None
             ts, te = _trim(text, s, e)
             if te <= ts or ts in seen:
                 continue
-            sh = shape(text[ts:te])
+            sh = shape(text[ts:te]) or ("weak" if kind == "pw" and word_passphrase(text[ts:te]) else None)
             if sh == "medium" or (sh == "weak" and kind in ("pw", "login") and _linked_before(text, before, k, kind)):
                 seen.add(ts)
                 yield ("stated-password", ts, te, 0)
@@ -256,7 +259,7 @@ def _linked_before(text: str, before: list[tuple[int, int]], k: int, kind: str) 
     """A weak value before a cue counts when a linking word joins it to the cue within the sentence
     (a password), or it is the second of a pair "user and|/ X" (a login)."""
     v = text[before[k][0]:before[k][1]]
-    if not any(c.isdigit() or c in _PW_SYMBOLS for c in v):
+    if not any(c.isdigit() or c in _PW_SYMBOLS for c in v) and not word_passphrase(v.strip("\"'`*")):
         return False
     between = [text[s:e] for s, e in before[k + 1:]]
     if len(between) > 7 or any(t[-1] in ".!?;" for t in between[:-1] + [v]) or v.endswith(","):
@@ -297,8 +300,9 @@ def _across_messages(text: str, low: str, hits: list[tuple[int, int, str]], seen
             ts, te = _trim(text, ts0, te0)
             if te <= ts or ts in seen:
                 continue
-            sh = shape(text[ts:te])
-            opened = all(text[a:b].lower() in _OPENERS or _is_linker(text[a:b]) for a, b in toks[:k])
+            sh = shape(text[ts:te]) or ("weak" if word_passphrase(text[ts:te]) else None)
+            opened = all(text[a:b].lower() in _OPENERS or _is_linker(text[a:b]) for a, b in toks[:k]) or (
+                k > 0 and text[toks[k - 1][0]:toks[k - 1][1]].lower() in _OPENERS)  # "…, it's X"
             if sh == "medium" or (sh == "weak" and cue_before and (k == 0 or alone or opened)):
                 seen.add(ts)
                 yield ("stated-password", ts, te, 0)
