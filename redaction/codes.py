@@ -23,10 +23,10 @@ __all__ = ["find_code_lists", "CODE_LIST_PATTERNS", "CODE_CUES"]
 _CODE_ITEM = r"[A-Za-z0-9]{3,12}(?:[- ][A-Za-z0-9]{3,12}){0,3}"
 _CODE_WORD = r"[A-Za-z0-9]{3,12}(?:-[A-Za-z0-9]{3,12}){0,3}"  # an item with no inner space
 # one item a line: after a bullet, a number, a checkbox or in a table row ("| 3 | abcd-1234 |")
-_CODE_LINE_RE = re.compile(r"[ \t]*(?:[|│][ \t]*(?:[0-9]{1,2}[ \t]*[|│][ \t]*)?)?"
+_CODE_LINE_RE = re.compile(r"[ \t]*(?:>[ \t]?)*(?:[|│][ \t]*(?:[0-9]{1,2}[ \t]*[|│][ \t]*)?)?"
                            r"(?:[-*•+][ \t]+|[0-9]{1,2}[.):][ \t]+|\[[ xX]?\][ \t]+)?[`\"']?(?P<v>" + _CODE_ITEM
                            + r")[`\"']?[ \t]*[|│,;]?[ \t]*\r?")
-_CODE_INLINE_RE = re.compile(r"(?<![A-Za-z0-9-])" + _CODE_ITEM + r"(?:[ \t]*[,;][ \t]*" + _CODE_ITEM
+_CODE_INLINE_RE = re.compile(r"(?<![A-Za-z0-9-])" + _CODE_ITEM + r"(?:(?:[ \t]*[,;][ \t]*|[ \t]+[/|][ \t]+)" + _CODE_ITEM
                              + r"){2,}(?![A-Za-z0-9-])")
 _CODE_SPACED_RE = re.compile(r"(?<![A-Za-z0-9-])" + _CODE_WORD + r"(?:[ \t]+" + _CODE_WORD + r"){2,}(?![A-Za-z0-9-])")
 _CODE_ONE_RE = re.compile(_CODE_ITEM)
@@ -113,7 +113,8 @@ def find_code_lists(text: str, low: str) -> Iterator[Candidate]:
         # … or on one line, separated by commas, semicolons or spaces
         hi = min(len(text), ce + _CODE_WINDOW + 400)
         for rx, one in ((_CODE_INLINE_RE, _CODE_ONE_RE), (_CODE_SPACED_RE, _CODE_WORD_RE)):
-            if rx is _CODE_INLINE_RE and text.find(",", ce, hi) < 0 and text.find(";", ce, hi) < 0:
+            if rx is _CODE_INLINE_RE and text.find(",", ce, hi) < 0 and text.find(";", ce, hi) < 0 \
+                    and text.find(" / ", ce, hi) < 0 and text.find(" | ", ce, hi) < 0:
                 continue
             m = rx.search(text, ce, hi)
             if m is None or m.start() >= ce + _CODE_WINDOW:

@@ -28,6 +28,10 @@ _CUES: dict[str, str] = {
     "log into": "login", "logged in": "login", "logged into": "login", "sign in": "login", "signin": "login", "sign-in": "login",
     "basic auth": "login", "auth": "login", "prompt": "login", "unlock": "login",
     "pin": "pin", "pin code": "pin", "pincode": "pin", "geheimzahl": "pin", "code pin": "pin",
+    # codes typed on a keypad: digits right after them are the code ("door code for the lab: 6415")
+    **{f"{w} code": "code" for w in ("door", "alarm", "gate", "keypad", "lock", "unlock", "entry", "safe", "garage",
+                                     "lockbox", "key box", "keybox", "building", "puk", "sim", "padlock")},
+    "puk": "code", "puk1": "code", "puk2": "code",
     "seed phrase": "pw", "recovery phrase": "pw", "mnemonic": "pw",
     # token / secret: only "<cue> is|:|= <value>", the value a token on its own (any case: "TOKEN iS …")
     "token": "tok", "secret": "tok", "key": "tok", "api key": "tok", "apikey": "tok", "api_key": "tok",
@@ -70,7 +74,7 @@ _INFLECTED = frozenset({"парол", "hasł", "hasl", "hesl", "jelsz", "lozink"
                         "passwort", "contraseñ", "contrasen", "senh", "κωδικ", "Κωδικ", "συνθηματικ", "гасл",
                         "Гасл", "лозинк", "Лозинк", "Парол", "ПАРОЛ"})
 # "pass", "parola" and "clave" are ordinary words too: only as whole words.
-_WHOLE_WORD = frozenset({"psk", "auth", "pass", "pw", "pwd", "pword", "mdp", "clave", "parola", "prompt", "unlock", "login", "token", "pin",
+_WHOLE_WORD = frozenset({"puk", "psk", "auth", "pass", "pw", "pwd", "pword", "mdp", "clave", "parola", "prompt", "unlock", "login", "token", "pin",
                          "secret", "key"})
 # What may follow a stem inside the same word ("passwords", "Passworts", "logins", "prompted").
 _SUFFIXES = ("s", "es", "'s", "’s", "ed", "en", "er", "e", "a", "ue")
@@ -103,7 +107,9 @@ salt storage attempts attempt error errors check validation validator limit limi
 _OPENERS = frozenset("sure sure, sure: yes yes, ok ok, okay here here: it's it’s its it is try use that's".split())
 # A PIN cue names a PIN when written in capitals or after a determiner ("the PIN", "my pin"),
 # not the verb ("pin the version to 3000").
-_PIN_DETERMINERS = ("the ", "my ", "your ", "our ", "his ", "her ", "their ", "a ", "card ", "sim ", "door ", "bank ")
+_PIN_DETERMINERS = ("the ", "my ", "your ", "our ", "his ", "her ", "their ", "a ", "card ", "sim ", "door ", "bank ",
+                    "unlock ", "phone ", "new ", "default ", "atm ", "debit ", "credit ", "lock ", "screen ",
+                    "voicemail ", "login ", "app ", "piv ", "yubikey ", "admin ", "user ", "safe ", "its ")
 _PIN_RE = re.compile(r"[0-9]{4,12}")
 _USERISH_RE = re.compile(r"[A-Za-z][A-Za-z0-9._@-]{1,63}")
 _LOWER_PW_RE = re.compile(r"[a-z]{3,}[0-9]{2,}[a-z0-9]*|[0-9]{2,}[a-z]{3,}[a-z0-9]*")

@@ -180,8 +180,8 @@ def find_stated_passwords(text: str, low: str, cues: Iterable[str] | None = None
         if kind == "tok":
             yield from _token_after(text, ce, toks, seen, shape=shape)
             continue
-        if kind == "pin":
-            if not (text[cs:ce].isupper() or low.endswith(_PIN_DETERMINERS, max(0, cs - 8), cs)):
+        if kind in ("pin", "code"):
+            if kind == "pin" and not (text[cs:ce].isupper() or low.endswith(_PIN_DETERMINERS, max(0, cs - 10), cs)):
                 continue  # "pin the version to 3000": the verb
             kind = "pw"
             pin = True
