@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterator
 
 from .detectors import _NAME_CHARS, LINE_END, NEXT_LINE, Candidate, _masked
+from .cues import word_passphrase
 from .entropy import is_code_reference, looks_like_password, looks_like_token
 
 # --------------------------------------------------------------------------
@@ -287,8 +288,8 @@ def _judge(text: str, ns: int, ne: int, strength: str, rule: str,
     if not quoted:
         if e < len(text) and text[e] in "([":
             return None, e  # a call or subscript: code, not a literal
-        if is_code_reference(v):
-            return None, e
+        if is_code_reference(v) and not (env_style and strength == "password" and word_passphrase(v)):
+            return None, e  # (DB_PASSWORD=thunder.pepper.granite in a shell line: words, not a path)
     if strength == "password":
         name = text[ns:ne]
         env_style = env_style and name.upper() == name
@@ -356,6 +357,8 @@ def _public_word_before(low: str, ns: int) -> bool:
     """"cache key: …", "sort key: …": a bare ``key`` label whose word before names a non-secret key."""
     if ns < 2 or low[ns - 1] != " ":
         return False
+    if "cache" in low[max(low.rfind("\n", 0, ns) + 1, ns - 40):ns]:
+        return True  # "Cache restored from key: node-cache-…": a CI cache key
     a = ns - 1
     while a > 0 and low[a - 1].isalpha() and ns - a < 20:
         a -= 1

@@ -44,7 +44,8 @@ _CUES: dict[str, str] = {
     "klucz": "tix", "ключ": "tix", "токен": "tix",
     # a Wi-Fi key is a password
     "wifi key": "pw", "wi-fi key": "pw", "wpa key": "pw", "wpa2 key": "pw", "wpa3 key": "pw", "network key": "pw",
-    "wlan key": "pw", "psk": "pw", "wlan-schlüssel": "pw",
+    "wlan key": "pw", "psk": "pw", "wlan-schlüssel": "pw", "wifi code": "pw", "wi-fi code": "pw", "code wifi": "pw",
+    "code wi-fi": "pw", "code du wifi": "pw", "clé wifi": "pw", "wifi pass": "pw", "wlan code": "pw",
     # German, Dutch, Scandinavian
     "passwort": "pw", "kennwort": "pw", "zugangsdaten": "login", "wachtwoord": "pw", "inloggegevens": "login",
     "lösenord": "pw", "losenord": "pw", "passord": "pw", "adgangskode": "pw", "salasana": "pw",
@@ -116,7 +117,9 @@ _LOWER_PW_RE = re.compile(r"[a-z]{3,}[0-9]{2,}[a-z0-9]*|[0-9]{2,}[a-z]{3,}[a-z0-
 # A generated passphrase of words ("pixel_parrot_lantern", "raven.tango.viper", "otter-koala-jasper-7"):
 # three or more words of 3-10 letters, one separator throughout, maybe a number at the end. Stated
 # next to a password cue it is the password; code names of that shape are made of code words.
-_WORD_PW_RE = re.compile(r"[a-z]{3,10}(?P<sep>[-_.])[a-z]{3,10}(?:(?P=sep)[a-z]{3,10}){1,5}(?:(?P=sep)?[0-9]{1,4})?")
+_WORD_PW_RE = re.compile(r"[a-z]{3,10}(?P<sep>[-_.+])[a-z]{3,10}(?:(?P=sep)[a-z]{3,10}){1,5}(?:(?P=sep)?[0-9]{1,4})?")
+# words in capitals with a number: "SierraJuniperIndigo55", "GlacierKoalaTundra75"
+_CAMEL_PW_RE = re.compile(r"(?:[A-Z][a-z]{2,9}){3,5}[0-9]{1,4}[!@#$%^&*+=?~]?")
 _CODE_WORDS = frozenset("""
 get set put read write load save dump file files env var vars config conf cfg user users name pass passwd password
 secret secrets key keys token tokens url uri path dir data test tests tmp temp old new default value values init main
@@ -128,7 +131,13 @@ store vault field input form reset change update create delete list dict map int
 def word_passphrase(v: str) -> bool:
     """``pixel_parrot_lantern``: words joined into a password, not a snake_case name of code."""
     m = _WORD_PW_RE.fullmatch(v)
-    return m is not None and not any(w in _CODE_WORDS for w in re.split(r"[-_.0-9]+", v) if w)
+    return m is not None and not any(w in _CODE_WORDS for w in re.split(r"[-_.+0-9]+", v) if w)
+
+
+def camel_passphrase(v: str) -> bool:
+    """``SierraJuniperIndigo55``: three or more capitalised words and a number, no code word."""
+    return _CAMEL_PW_RE.fullmatch(v) is not None and not any(
+        w.lower() in _CODE_WORDS for w in re.findall(r"[A-Z][a-z]+", v))
 
 
 def _cue_hits(text: str, low: str, cues: Iterable[str] | None = None) -> list[tuple[int, int, str]]:

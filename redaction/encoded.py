@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterator
 from urllib.parse import unquote
 
+from .cues import word_passphrase
 from .detectors import URL_USERINFO_RE, Candidate, overlapping, _masked
 from .entropy import looks_like_token, shannon
 from .phrases import word_hits
@@ -29,6 +30,9 @@ _TOKEN_USER_PW = frozenset({"", "x-oauth-basic", "x-oauth-token", "x", "oauth2",
 ENCODED_PATTERNS = (_B64_BLOB_RE.pattern, _ENC_PARAM_RE.pattern, _ENC_VALUE_RE.pattern)
 
 
+_JSON_SECRET_RE = re.compile(r'(?i)"[a-z_]*(?:password|passwd|secret|token|api_?key|private_?key)"\s*:\s*"[^"]{4,}"')
+
+
 def _decoded_secret(d: str) -> bool:
     d = d.strip("\r\n")
     if "PRIVATE KEY" in d:
@@ -37,6 +41,11 @@ def _decoded_secret(d: str) -> bool:
         return False
     if _token_format(d):
         return True
+    if d[0] in "{[" and d[-1] in "}]":
+        # a JSON payload (an event body, a JWT header): data unless a field is named for a secret
+        return _JSON_SECRET_RE.search(d) is not None
+    if word_passphrase(d):
+        return True  # "wombat_glacier_dynamo": a passphrase of words, encoded
     user, sep, pw = d.partition(":")
     if sep and user and pw and "/" not in d and password_shape(pw):
         return True  # user:password (HTTP basic)

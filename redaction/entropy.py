@@ -11,6 +11,8 @@ import math
 import re
 from collections import Counter
 
+from .cues import word_passphrase
+
 __all__ = [
     "shannon",
     "is_placeholder",
@@ -165,6 +167,8 @@ def looks_like_password(value: str, *, quoted: bool, env_style: bool = False) ->
         return False
     if quoted:
         return not _is_env_name(v)
+    if env_style and word_passphrase(v):
+        return True  # DB_PASSWORD=thunder.pepper.granite: words, not an attribute path
     if is_code_reference(v):
         return False
     if _PATHLIKE_RE.match(v) and "/" in v:

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from collections.abc import Callable, Iterable
 
-from . import assignments, catalog, detectors, phrases, stated, stated_cli, structures
+from . import assignments, catalog, detectors, phrases, stated, stated_cli, stated_more, structures
 from .entropy import shannon
 from .gating import DIGIT, Feature
 from .gating import defined_in as _home, low_words as _low_words, search_feature as _search
@@ -438,6 +438,7 @@ DETECTORS: tuple[Detector, ...] = (
     # Credentials stated in language (issue 34): redaction/stated.py.
     *_gated(stated.detectors(Detector)),
     *_gated(stated_cli.detectors(Detector)),
+    *stated_more.detectors(Detector),
     Detector("credential-header", phrases.find_credential_headers,
              gates=("token", "key", "secret", "auth", "session", "signature", "password"),
              patterns=phrases.HEADER_PATTERNS),

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 
 from . import secret_commands
 from .assignments import classify_name
+from .cues import camel_passphrase, word_passphrase
 from .detectors import _masked, overlapping
 from .entropy import is_placeholder, looks_like_password, looks_like_token, shannon
 from .value_shape import _id_shaped, shape
@@ -47,8 +48,8 @@ def _password_value(v: str, quoted: bool, strict: bool = False) -> bool:
         return False
     sh = shape(v)
     if strict:
-        return sh == "medium"
-    if sh is not None:
+        return sh == "medium" or word_passphrase(v) or camel_passphrase(v)
+    if sh is not None or word_passphrase(v):
         return True
     return quoted and looks_like_password(v, quoted=True) and not _id_shaped(v) and \
         (any(c.isdigit() for c in v) or any(not c.isalnum() for c in v))
@@ -238,7 +239,7 @@ def find_setter_calls(text: str, low: str) -> Iterator[Candidate]:
         if cls is not None:
             strength = cls[0]
             if strength == "password":
-                ok = looks_like_password(v, quoted=True) and shape(v) is not None
+                ok = looks_like_password(v, quoted=True) and (shape(v) is not None or word_passphrase(v))
             elif strength == "strong":
                 ok = looks_like_token(v, min_len=8) or shape(v) == "medium"
             elif strength == "weak":

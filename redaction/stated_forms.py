@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from .cues import word_passphrase
 from .entropy import shannon
 from .stated import Candidate, _cue_hits, _line_bounds, _memo_shape, _SPAN_AFTER, _tokens, _trim
 from .value_shape import _PASSPHRASE_RE, _PW_SYMBOLS, _classes, shape
@@ -51,8 +52,15 @@ def find_user_colon_passwords(text: str, low: str) -> Iterator[Candidate]:
             continue
         s, e = _trim(text, *m.span("p"))
         sh = shape(text[s:e]) if e > s else None
-        if sh == "medium" or (sh == "weak" and (_pw_like(text[s:e]) or _cue_on_line(text, low, s))):
+        if sh == "medium" or (sh == "weak" and (_pw_like(text[s:e]) or _cue_on_line(text, low, s))) \
+                or (e > s and _words_pw(text[s:e])):
             yield ("stated-password", s, e, 0)
+
+
+def _words_pw(v: str) -> bool:
+    """A passphrase of words after ``user:`` with no cue: four or more words, or three and a number
+    ("magpie_indigo_marigold_383", "kestrel+cinder+quartz+waffle")."""
+    return word_passphrase(v) and (v[-1].isdigit() or len(re.split(r"[-_.+]", v)) >= 4)
 
 
 def _pw_like(v: str) -> bool:

@@ -1,0 +1,166 @@
+"""More credentials stated in chat (issue 34, round 2), each behind a literal gate:
+
+* a PIN given to a command-line flag (``--pin 123456``, ``--new-pin=6420``, ``--puk``);
+* the password of a Wi-Fi QR payload (``WIFI:T:WPA;S:Lab;P:secret;;``);
+* a Stripe-style webhook signing secret with a base64 body (``whsec_…/…+…``);
+* a value stated after a secret or token word in plain prose ("the webhook shared secret is
+  <64 hex>", "X-Webhook-Token must be <hex>", "SECRET_KEY is …", "auth token from the
+  dashboard: `…`"): only a value credential-shaped on its own, a long hex run, or a generated
+  passphrase — never a word, an id, a path, a digest next to a hash word, a cache key;
+* a token read out in groups of four ("e9c0 06c6 dd9f …", "GQPK CEHW YETE N7S8 …"): six or
+  more groups of exactly four letters and digits in one case, random as a whole, not digits
+  alone, not a 40-hex fingerprint, not next to a hash or fingerprint word.
+
+Same conventions as :mod:`redaction.detectors`: pure functions over (text, lowercased text).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from .cues import word_passphrase
+from .detectors import Candidate, _masked
+from .entropy import is_placeholder, shannon
+from .value_shape import _UUID_RE, shape
+
+__all__ = ["find_pin_flags", "find_wifi_qr", "find_webhook_secrets", "find_secret_is_values",
+           "find_quad_groups", "detectors"]
+
+# --------------------------------------------------------------------------
+# PIN flags, Wi-Fi QR payloads, webhook signing secrets
+# --------------------------------------------------------------------------
+
+_PIN_FLAG_RE = re.compile(r"(?<![\w-])--?(?:new-|old-|current-|admin-|user-)?(?:pin|puk|passcode)"
+                          r"(?:[ \t]+|=)[\"']?(?P<v>[0-9]{4,12})(?![\w.])", re.IGNORECASE)
+# WIFI:T:WPA;S:ssid;P:password;; (the QR code format; ``\`` escapes ; , : and \ in values)
+_WIFI_QR_RE = re.compile(r"WIFI:(?:[^\n]{0,200}?;)?P:(?P<v>(?:\\.|[^;\\\n]){1,128});", re.IGNORECASE)
+_WHSEC_RE = re.compile(r"(?<![A-Za-z0-9_])whsec_(?P<v>[A-Za-z0-9+/]{24,128}={0,2})(?![A-Za-z0-9+/=])")
+
+
+def find_pin_flags(text: str, low: str) -> Iterator[Candidate]:
+    for m in _PIN_FLAG_RE.finditer(text):
+        v = m.group("v")
+        if len(set(v)) >= 2 or len(v) >= 6:
+            yield ("cli-password", *m.span("v"), 0)
+
+
+def find_wifi_qr(text: str, low: str) -> Iterator[Candidate]:
+    for m in _WIFI_QR_RE.finditer(text):
+        v = m.group("v")
+        if not _masked(v) and not is_placeholder(v):
+            yield ("wifi-password", *m.span("v"), 0)
+
+
+def find_webhook_secrets(text: str, low: str) -> Iterator[Candidate]:
+    for m in _WHSEC_RE.finditer(text):
+        yield ("webhook-secret", m.start(), m.end(), 0)
+
+
+# --------------------------------------------------------------------------
+# A value stated after a secret / token word
+# --------------------------------------------------------------------------
+
+# the cue: a secret or token word, or a key word that names a secret ("secret key", "api key",
+# "signing key", "SECRET_KEY"); a header name ending in one ("X-Webhook-Token")
+_SECRET_CUE_RE = re.compile(
+    r"(?<![A-Za-z0-9_$./\\-])(?:[A-Za-z][A-Za-z0-9]*-)*(?:(?:secret|signing|api|access|private|master|encryption"
+    r"|hmac|app|client|auth|bearer)[ _-]?(?:key|token|secret)s?|secrets?|tokens?)(?![A-Za-z0-9_$/\\-])",
+    re.IGNORECASE)
+# how the value is joined to the cue: a verb, or a colon after a few words ("token from the dashboard:")
+_LINK_RE = re.compile(
+    r"(?:[ \t]+(?:is|was|=|:|->|→|must[ \t]+be|should[ \t]+be|will[ \t]+be|is[ \t]+now|now[ \t]+is|set[ \t]+to|to|as"
+    r"|reads|value[ \t]+is)|[ \t]*[:=](?!=)|(?:[ \t]+[A-Za-z][A-Za-z'’-]{0,15}){1,4}:)[ \t]+",
+    re.IGNORECASE)
+_VALUE_RE = re.compile(r"[\"'`]?(?P<v>[^\s\"'`]{12,256})")
+# a hex run next to one of these is a digest or an id, not a secret
+_HASH_WORDS_RE = re.compile(r"\b(?:sha(?:1|256|512)?|md5|hash(?:es)?|digest|checksum|commit|fingerprint|etag|cache"
+                            r"|revision|build id|request id|trace|span|uuid|guid|public)\b", re.IGNORECASE)
+_HEX_RE = re.compile(r"[0-9a-f]{32,128}|[0-9A-F]{32,128}")
+_TRAIL = ".,;:!?)]}>"
+
+
+def _value_end(v: str) -> str:
+    while v and v[-1] in _TRAIL and (v[-1] not in ")]}>" or v.count(v[-1]) > v.count("([{<"[")]}>".index(v[-1])])):
+        v = v[:-1]
+    return v
+
+
+def find_secret_is_values(text: str, low: str) -> Iterator[Candidate]:
+    for c in _SECRET_CUE_RE.finditer(text):
+        link = _LINK_RE.match(text, c.end())
+        if link is None:
+            continue
+        m = _VALUE_RE.match(text, link.end())
+        if m is None:
+            continue
+        s = m.start("v")
+        v = _value_end(m.group("v"))
+        if len(v) < 12 or _masked(v) or "[REDACTED" in v or is_placeholder(v) or _UUID_RE.fullmatch(v):
+            continue
+        ls = text.rfind("\n", 0, c.start()) + 1
+        le = text.find("\n", s)
+        line = text[ls:le if le >= 0 else len(text)]
+        if _HEX_RE.fullmatch(v):
+            ok = not _HASH_WORDS_RE.search(line)
+        else:
+            sh = shape(v)
+            ok = (sh == "medium" and len(v) >= 16) or (sh == "weak" and len(v) >= 20 and not v.isdigit()) \
+                or word_passphrase(v) \
+                or _punct_secret(v)
+            ok = ok and "cache" not in line.lower()
+        if ok:
+            yield ("stated-credential", s, s + len(v), 0)
+
+
+def _punct_secret(v: str) -> bool:
+    """A generated secret full of punctuation (a Django SECRET_KEY): 30+ characters, letters, digits
+    and five or more symbols, high entropy."""
+    sym = sum(not c.isalnum() for c in v)
+    return len(v) >= 30 and sym >= 5 and any(c.isdigit() for c in v) and any(c.isalpha() for c in v) \
+        and shannon(v) >= 4.0 and "/" not in v[:8] and "://" not in v
+
+
+# --------------------------------------------------------------------------
+# A token read out in groups of four
+# --------------------------------------------------------------------------
+
+_QUAD_RE = re.compile(r"(?<![A-Za-z0-9_/+=.:-])(?:[a-z0-9]{4}(?: [a-z0-9]{4}){5,15}|[A-Z0-9]{4}(?: [A-Z0-9]{4}){5,15})"
+                      r"(?![A-Za-z0-9_/+=-])")
+_QUAD_HASH_RE = re.compile(r"\b(?:fingerprint|fpr|gpg|pgp|sha(?:1|256|512)?|md5|checksum|hash|digest|commit|iban|account"
+                           r"|card|serial|phone number|tel|hex ?dump|mac|ipv6|uuid|guid|bic|swift|isbn|barcode)\b",
+                           re.IGNORECASE)
+_QUAD_GATES = tuple(str(d) for d in range(10))
+
+
+def find_quad_groups(text: str, low: str) -> Iterator[Candidate]:
+    for m in _QUAD_RE.finditer(text):
+        groups = m.group().split(" ")
+        bare = "".join(groups)
+        digit_only = sum(g.isdigit() for g in groups)
+        with_digit = sum(any(c.isdigit() for c in g) for g in groups)
+        with_alpha = sum(any(c.isalpha() for c in g) for g in groups)
+        if 2 * digit_only > len(groups) or with_alpha < len(groups) // 2 or with_digit == 0:
+            continue  # numbers (accounts, cards, phone numbers) or words
+        if len(bare) == 40 and re.fullmatch(r"[0-9a-fA-F]+", bare):
+            continue  # a GPG fingerprint
+        if len(set(groups)) < len(groups) - 1 or shannon(bare) < 3.2:
+            continue
+        ls = text.rfind("\n", 0, m.start()) + 1
+        if _QUAD_HASH_RE.search(text, max(ls, m.start() - 160), m.start()):
+            continue
+        for g in re.finditer(r"\S+", m.group()):
+            yield ("grouped-secret", m.start() + g.start(), m.start() + g.end(), 0)
+
+
+def detectors(Detector):  # noqa: N803 - the class from rules.py (which imports this module)
+    """The detector entries of this module, for ``rules.DETECTORS``."""
+    return (
+        Detector("pin-flag", find_pin_flags, gates=("-pin", "-puk", "-passcode"), patterns=(_PIN_FLAG_RE.pattern,)),
+        Detector("wifi-qr", find_wifi_qr, gates=("wifi:",), patterns=(_WIFI_QR_RE.pattern,)),
+        Detector("webhook-secret", find_webhook_secrets, gates=("whsec_",), patterns=(_WHSEC_RE.pattern,)),
+        Detector("secret-is-value", find_secret_is_values, gates=("secret", "token"),
+                 patterns=(_SECRET_CUE_RE.pattern, _LINK_RE.pattern, _VALUE_RE.pattern, _HASH_WORDS_RE.pattern)),
+        Detector("quad-groups", find_quad_groups, gates=_QUAD_GATES,
+                 patterns=(_QUAD_RE.pattern, _QUAD_HASH_RE.pattern)),
+    )
