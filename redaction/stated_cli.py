@@ -163,7 +163,8 @@ def find_cli_password_flags(text: str, low: str) -> Iterator[Candidate]:
     if " -p" in text:
         for m in _GLUED_P_RE.finditer(text):
             s, e = m.span("v")
-            if shape(text[s:e]) == "medium":
+            v = text[s:e]
+            if shape(v) == "medium" or word_passphrase(v) or camel_passphrase(v):
                 yield ("cli-password", s, e, 0)
     if "@" in text and "/" in text:
         for m in _ORACLE_RE.finditer(text):

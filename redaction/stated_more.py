@@ -22,10 +22,10 @@ from collections.abc import Iterator
 from .cues import word_passphrase
 from .detectors import Candidate, _masked
 from .entropy import is_placeholder, shannon
-from .value_shape import _UUID_RE, shape
+from .value_shape import shape
 
 __all__ = ["find_pin_flags", "find_wifi_qr", "find_webhook_secrets", "find_secret_is_values",
-           "find_quad_groups", "detectors"]
+           "find_hex_call_keys", "find_quad_groups", "detectors"]
 
 # --------------------------------------------------------------------------
 # PIN flags, Wi-Fi QR payloads, webhook signing secrets
@@ -78,6 +78,7 @@ _HASH_WORDS_RE = re.compile(r"\b(?:sha(?:1|256|512)?|md5|hash(?:es)?|digest|chec
                             r"|revision|build id|request id|trace|span|uuid|guid|public)\b", re.IGNORECASE)
 _HEX_RE = re.compile(r"[0-9a-f]{32,128}|[0-9A-F]{32,128}")
 _TRAIL = ".,;:!?)]}>"
+_UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
 def _value_end(v: str) -> str:
@@ -122,6 +123,26 @@ def _punct_secret(v: str) -> bool:
 
 
 # --------------------------------------------------------------------------
+# A key given as hex to a decoding call
+# --------------------------------------------------------------------------
+
+# bytes.fromhex("…"), unhexlify('…'), hex.DecodeString("…"), hex2bin('…'), ['…'].pack('H*')
+_HEX_CALL_RE = re.compile(
+    r"(?:fromhex|unhexlify|decodestring|decodehex|parsehex|hex2bin|from_hex)[ \t]*\([ \t]*[bB]?[\"'](?P<v>[0-9a-fA-F]{32,128})[\"']"
+    r"|\[[ \t]*[\"'](?P<w>[0-9a-fA-F]{32,128})[\"'][ \t]*\]\.pack\([ \t]*[\"']H\*", re.IGNORECASE)
+_KEY_LINE_RE = re.compile(r"key|secret|token|salt|hmac|aes|cipher|sign|passw|pepper|jwt|nacl", re.IGNORECASE)
+_HEX_CALL_GATES = ("fromhex", "unhexlify", "decodestring", "decodehex", "parsehex", "hex2bin", "from_hex", "pack(")
+
+
+def find_hex_call_keys(text: str, low: str) -> Iterator[Candidate]:
+    for m in _HEX_CALL_RE.finditer(text):
+        g = "v" if m.group("v") else "w"
+        ls = text.rfind("\n", 0, m.start()) + 1
+        if _KEY_LINE_RE.search(text, ls, m.start()) and not _HASH_WORDS_RE.search(text, ls, m.start()):
+            yield ("bytes-key", *m.span(g), 0)
+
+
+# --------------------------------------------------------------------------
 # A token read out in groups of four
 # --------------------------------------------------------------------------
 
@@ -161,6 +182,7 @@ def detectors(Detector):  # noqa: N803 - the class from rules.py (which imports 
         Detector("webhook-secret", find_webhook_secrets, gates=("whsec_",), patterns=(_WHSEC_RE.pattern,)),
         Detector("secret-is-value", find_secret_is_values, gates=("secret", "token"),
                  patterns=(_SECRET_CUE_RE.pattern, _LINK_RE.pattern, _VALUE_RE.pattern, _HASH_WORDS_RE.pattern)),
+        Detector("hex-call-key", find_hex_call_keys, gates=_HEX_CALL_GATES, patterns=(_HEX_CALL_RE.pattern,)),
         Detector("quad-groups", find_quad_groups, gates=_QUAD_GATES,
                  patterns=(_QUAD_RE.pattern, _QUAD_HASH_RE.pattern)),
     )
