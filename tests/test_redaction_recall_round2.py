@@ -1,0 +1,125 @@
+"""Credentials stated in chat, round 2 of issue 34 (ruleset 1.7.0): word passphrases, keypad codes
+and PINs, code lists, secrets after secret/token words, Wi-Fi QR payloads, hex keys, groups of four.
+
+Each family has cases that must be masked and near misses that must stay. The phrasings were
+written for these tests, not copied from tests/data/redaction_eval; values are random strings made
+up here, none is a real credential.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from redaction import redact
+
+MASKED = {
+    "word passphrase after a cue": [
+        ("the vpn password is mango-trellis-otter", ["mango-trellis-otter"]),
+        ("Log in as carol, password: quill.ember.sparrow.dune", ["quill.ember.sparrow.dune"]),
+        ("for the printer admin the passphrase is now basil_comet_harbor", ["basil_comet_harbor"]),
+        ("cobalt_lemon_fjord was the password we picked for the NAS", ["cobalt_lemon_fjord"]),
+        ("User: what's the router password again?\n\nAssistant: It's tundra-pickle-heron.",
+         ["tundra-pickle-heron"]),
+        ("[09:12] ana: what was the jenkins password?\n[09:13] ben: walnut.osprey.meadow",
+         ["walnut.osprey.meadow"]),
+        ("when sudo asks for the password, type OrchidFalconRiver42", ["OrchidFalconRiver42"]),
+    ],
+    "passphrase in a command or assignment": [
+        ("7z x archive.7z -pgoblin_maple_anvil_71", ["goblin_maple_anvil_71"]),
+        ("unrar x -pHeronBasilCopper88 dump.rar", ["HeronBasilCopper88"]),
+        ("docker run -e MYSQL_ROOT_PASSWORD=lagoon.thistle.parsnip mysql:8", ["lagoon.thistle.parsnip"]),
+        ("the ops account (svc-backup:pepper_walrus_canyon_912) can only read", ["pepper_walrus_canyon_912"]),
+        ("echo b3R0ZXJfbWFwbGVfcXVhcnR6 | base64 -d", ["b3R0ZXJfbWFwbGVfcXVhcnR6"]),
+    ],
+    "keypad codes and PINs": [
+        ("gate code for the parking lot is 48213", ["48213"]),
+        ("the safe code: 7302, don't tell anyone", ["7302"]),
+        ("my SIM is locked, PUK 90817263", ["90817263"]),
+        ("her phone pin 5821 in case the laptop asks for approval", ["5821"]),
+        ("gpg --card-edit then passwd; or ykman piv access change-pin --pin 246810 --new-pin 918273",
+         ["918273"]),
+        ("keypad code at the back entrance: 604917", ["604917"]),
+    ],
+    "code lists": [
+        ("Bob wrote:\n> my backup codes:\n> - 7f3a2-c91d0\n> - 0b5e8-44a7f\n> - d2c61-9e0b3\n> - 51af7-3c8d2",
+         ["7f3a2-c91d0", "0b5e8-44a7f", "d2c61-9e0b3", "51af7-3c8d2"]),
+        ("recovery codes: 61830274 | 95027316 | 38472019 | 70291845 | 24680913",
+         ["61830274", "95027316", "38472019", "70291845", "24680913"]),
+    ],
+    "secret or token stated in prose": [
+        ("our GitLab webhook secret token is 5f0c2a9e7d14b3866ea0f3d5c2b71948",
+         ["5f0c2a9e7d14b3866ea0f3d5c2b71948"]),
+        ("X-Signature-Secret should be 0a8f3c91e2b74d56a7c0e9f13b5d2486, otherwise 403",
+         ["0a8f3c91e2b74d56a7c0e9f13b5d2486"]),
+        ("I pasted the client secret from the portal: Wq8#vLm2Rt9zKp4x", ["Wq8#vLm2Rt9zKp4x"]),
+        ("The Flask SECRET_KEY is z!8Qm#2Lp@9Xv$4Rt%7Kw^1Nb&6Yc*3Hd(5Js)0Gf", ["z!8Qm#2Lp@9Xv$4Rt%7Kw^1Nb&6Yc*3Hd(5Js)0Gf"]),
+        ("stripe says: your webhook signing secret is whsec_Rk2+/Lq9Vx7mT3pZa8Wc5Ny1Hb4Jd6Fs (^C to quit)",
+         ["whsec_Rk2+/Lq9Vx7mT3pZa8Wc5Ny1Hb4Jd6Fs"]),
+        ("I set the Gitea webhook secret to falcon_pebble_lantern_204", ["falcon_pebble_lantern_204"]),
+    ],
+    "wifi": [
+        ("WIFI:S:Guest Lab;T:WPA;P:meadow+1187;H:false;;", ["meadow+1187"]),
+        ("le code wifi c'est Brise#Marine77 pour le bureau", ["Brise#Marine77"]),
+        ("guest wifi password: kettle-ribbon-sonnet", ["kettle-ribbon-sonnet"]),
+    ],
+    "hex key in a decoding call": [
+        ("HMAC_KEY = bytes.fromhex('9c1e5a7b3d2f40861a0e9b7c5d3f2e18a4b6c8d0e2f4a6b8')",
+         ["9c1e5a7b3d2f40861a0e9b7c5d3f2e18a4b6c8d0e2f4a6b8"]),
+        ("secret = ['3e7a9c1b5d2f4e6a8c0b1d3f5a7c9e2b'].pack('H*')", ["3e7a9c1b5d2f4e6a8c0b1d3f5a7c9e2b"]),
+    ],
+    "groups of four": [
+        ("reading the key off the label: k2m7 q9x4 p3r8 z6w1 n5t0 h8c3", ["k2m7", "q9x4", "p3r8", "z6w1", "n5t0", "h8c3"]),
+        ("it shows B7KQ 4MZP X2RW 9TNV H3YC L8DF on the screen", ["B7KQ", "4MZP", "X2RW", "9TNV", "H3YC", "L8DF"]),
+    ],
+}
+
+STAYS = {
+    "word passphrase after a cue": [
+        "set the password via read_secret_file in config",
+        "the password is stored in the vault under deploy.prod.creds",
+        "password reset goes through the self_service_portal",
+        "see correct-horse-battery for the xkcd joke",
+        "the token is ctrl+shift+p2.",
+    ],
+    "keypad codes and PINs": [
+        "pin the version to 3000",
+        "alarm code 404 means the sensor is offline",
+        "the door code changed in 2019",
+        "pip install --pin-deps requirements.txt",
+    ],
+    "secret or token stated in prose": [
+        "the commit sha of the secret rotation is 3b9f0c2a7d14e5866ea0f3d5c2b71948aa01c3de",
+        "Cache restored from key: node-cache-Linux-x64-npm-5a0f2c9e7d14b3866ea0f3d5c2b71948aa01c3de",
+        "the token is required for every call",
+        "rotate the secret key: see docs/security.md",
+        "request id of the failed token refresh: 5f0c2a9e-7d14-4b38-8ea0-f3d5c2b71948",
+    ],
+    "base64 and hex": [
+        "Event body (base64): eyJzdGF0dXMiOiJkb25lIiwiY291bnQiOjd9",
+        "digest = bytes.fromhex('9c1e5a7b3d2f40861a0e9b7c5d3f2e18a4b6c8d0e2f4a6b8') # sha256 of the file",
+    ],
+    "groups of four": [
+        "GPG fingerprint: 3A1F 9C2B 7D4E 0F81 6B5A C3D2 E9F0 1A7B 8C6D 2E4F",
+        "IBAN DE44 5001 0517 5407 3249 31 for the invoice",
+        "card 4111 1111 1111 1111 expired",
+        "the words were: this that what from with have",
+    ],
+}
+
+
+@pytest.mark.parametrize(("family", "text", "secrets"),
+                         [(f, t, s) for f, cases in MASKED.items() for t, s in cases])
+def test_stated_credentials_are_masked(family: str, text: str, secrets: list[str]) -> None:
+    out = redact(text).text
+    assert not [s for s in secrets if s in out], (family, out)
+    assert redact(out).text == out  # idempotent
+
+
+@pytest.mark.parametrize(("family", "text"), [(f, t) for f, cases in STAYS.items() for t in cases])
+def test_near_misses_stay(family: str, text: str) -> None:
+    assert redact(text).text == text, family
+
+
+def test_every_occurrence_of_a_stated_passphrase_is_masked() -> None:
+    text = "the wifi password is lemon-harbor-quartz; again: lemon-harbor-quartz"
+    assert "lemon-harbor-quartz" not in redact(text).text
