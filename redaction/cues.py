@@ -94,8 +94,11 @@ _LINKERS = frozenset("""
 now set to of as be will would here here's it's its ist: is: are: : now: now, new temporary temp
 lautet lauten heißt heisst c'est cest c’est vaut será sera fica resta rimane wordt blijft
 literally simply just actually still currently always also
-type enter paste use try with must should
+type enter paste use try must should
 """.split())
+# A reference to where a secret lives, not the secret: $env:X, env.X, @env.X, ${X}, %X%, getenv(…)
+ENV_REF_RE = re.compile(r"^[@$#]?\{?(?:env|Env|ENV)[:.(\[]|^\$\{|^\$[A-Z_][A-Z0-9_]*$|^%[A-Za-z_][A-Za-z0-9_]*%$"
+                        r"|getenv|environ|secrets\.|^vault:|^ref\+|^op://|^arn:aws:")
 # A cue followed by one of these is a compound noun ("password manager", "token limit"): what follows
 # is about the thing, not a value of the cue (a value credential-shaped on its own still counts).
 _COMPOUNDS = frozenset("""

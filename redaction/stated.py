@@ -33,7 +33,7 @@ import re
 from collections.abc import Iterable, Iterator
 
 from .cues import (_COMPOUNDS, _LINKERS, _LOWER_PW_RE, _OPENERS, _PIN_DETERMINERS, _PIN_RE, _USERISH_RE,
-                   STATED_CUE_PATTERNS, _cue_hits, word_passphrase)
+                   STATED_CUE_PATTERNS, ENV_REF_RE, _cue_hits, word_passphrase)
 from .value_shape import _PW_SYMBOLS, _UUID_RE, shape
 
 Candidate = tuple[str, int, int, int]
@@ -143,10 +143,20 @@ def _memo_shape(memo: dict[str, str | None], v: str) -> str | None:
 
 _UNSEEN = object()
 # what a value needs at least one of (every shape() that is not None has one)
-_VALUEISH_RE = re.compile(r"[0-9!@#$%^&*+=?~|]|[A-Za-z][A-Z]|[a-z]{3}[-_.][a-z]{3,10}[-_.][a-z]{3}")
+_VALUEISH_RE = re.compile(r"[0-9!@#$%^&*+=?~|]|[A-Za-z][A-Z]")
+# a word passphrase as a whole token ("pixel_parrot_lantern"): the other way a window holds a value
+_WORD_PW_TOKEN_RE = re.compile(r"(?<![\w.+-])[a-z]{3,10}([-_.+])[a-z]{3,10}(?:\1[a-z]{3,10}){1,5}(?:\1?[0-9]{1,4})?"
+                               r"(?![\w+-]|\.\w)")
+
+
+def _valueish(text: str, lo: int, hi: int) -> bool:
+    """Anything in text[lo:hi] a value could be: a digit, a symbol, an inner capital, a word passphrase."""
+    if _VALUEISH_RE.search(text, lo, hi):
+        return True
+    return any(word_passphrase(m.group()) for m in _WORD_PW_TOKEN_RE.finditer(text, lo, hi))
 # What any value this detector reports has somewhere in it: shape() is None without a digit, a
 # password symbol or a capital after another character; the other way in is a long hex token.
-_ANY_VALUE_RE = re.compile(r"[0-9!@#$%^&*+=?~|]|\S[A-Z]|[0-9a-fA-F]{32}|[a-z]{3}[-_.][a-z]{3,10}[-_.][a-z]{3}")
+_ANY_VALUE_RE = re.compile(r"[0-9!@#$%^&*+=?~|]|\S[A-Z]|[0-9a-fA-F]{32}|[a-z]{3}[-_.+][a-z]{3,10}[-_.+][a-z]{3}")
 
 
 def find_stated_passwords(text: str, low: str, cues: Iterable[str] | None = None) -> Iterator[Candidate]:
@@ -171,7 +181,7 @@ def find_stated_passwords(text: str, low: str, cues: Iterable[str] | None = None
         # ---- after the cue, on its line
         hi = min(le, ce + _SPAN_AFTER)
         # most prose around a cue has no digit, symbol or inner capital: nothing to judge there
-        toks = _tokens(text, ce, hi, _WINDOW_AFTER) if _VALUEISH_RE.search(text, ce, hi) else []
+        toks = _tokens(text, ce, hi, _WINDOW_AFTER) if _valueish(text, ce, hi) else []
         question = text.startswith("?", ce)
         if text.startswith((".", "!", "?"), ce) and (ce + 1 >= len(text) or text[ce + 1].isspace()):
             # "… reset your password." ends the sentence: nothing is stated after it; after a
@@ -203,6 +213,10 @@ def find_stated_passwords(text: str, low: str, cues: Iterable[str] | None = None
                 continue
             v = text[ts:te]
             link = _is_linker(raw) or (raw.endswith(":") and len(raw) > 1)
+            if ENV_REF_RE.search(v):
+                adjacent = False
+                prev.append(raw)
+                continue  # "pass the password with $env:DB_PASSWORD": where it lives, not the value
             if adjacent and link:
                 continue
             if pin:  # a PIN is digits: "PIN: 7391", "the PIN for the door is 7391"
@@ -236,7 +250,7 @@ def find_stated_passwords(text: str, low: str, cues: Iterable[str] | None = None
             prev.append(raw)
         # ---- before the cue, on its line (tokens an earlier cue's window judged are not judged again)
         lo = max(ls, cs - _SPAN_BEFORE, judged_to)
-        before = _tokens(text, lo, cs)[-_WINDOW_BEFORE:] if _VALUEISH_RE.search(text, lo, cs) else []
+        before = _tokens(text, lo, cs)[-_WINDOW_BEFORE:] if _valueish(text, lo, cs) else []
         judged_to = max(judged_to, cs)
         for k, (s, e) in enumerate(before):
             ts, te = _trim(text, s, e)
