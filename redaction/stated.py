@@ -269,14 +269,24 @@ _BEFORE_LINKS = frozenset("is was are were 's as into in for ( — – - : = sho
                           " era sind is: was:".split())
 
 
+_POINT_BACK = frozenset("that's thats that it's its this which".split())
+
+
 def _linked_before(text: str, before: list[tuple[int, int]], k: int, kind: str) -> bool:
     """A weak value before a cue counts when a linking word joins it to the cue within the sentence
     (a password), or it is the second of a pair "user and|/ X" (a login)."""
     v = text[before[k][0]:before[k][1]]
-    if not any(c.isdigit() or c in _PW_SYMBOLS for c in v) and not word_passphrase(v.strip("\"'`*")):
+    if not any(c.isdigit() or c in _PW_SYMBOLS for c in v) and not word_passphrase(v.strip("\"'`*:,;")):
         return False
     between = [text[s:e] for s, e in before[k + 1:]]
-    if len(between) > 7 or any(t[-1] in ".!?;" for t in between[:-1] + [v]) or v.endswith(","):
+    if len(between) > 7:
+        return False
+    seq = [v] + between[:-1]
+    breaks = [j for j, t in enumerate(seq) if t[-1] in ".!?;,"]
+    # one clause break is fine when the next clause points back at the value ("X, that's the
+    # password", "paste X when it prompts; it's the keystore password")
+    if breaks and (len(breaks) > 1 or seq[breaks[0]][-1] not in ",;" or breaks[0] >= len(between)
+                   or between[breaks[0]].lower().replace("’", "'") not in _POINT_BACK):
         return False
     if kind == "login":
         return k >= 2 and text[before[k - 1][0]:before[k - 1][1]].lower() in ("/", "and", "&") \
@@ -310,14 +320,21 @@ def _across_messages(text: str, low: str, hits: list[tuple[int, int, str]], seen
         cue_after = i + 1 < len(spans) and has_cue[i + 1] and len(_tokens(text, s, body_end)) <= 3
         if not (cue_before or cue_after):
             continue
-        for k, (ts0, te0) in enumerate(toks[:12]):
+        for k, (ts0, te0) in enumerate(toks[:16]):
             ts, te = _trim(text, ts0, te0)
             if te <= ts or ts in seen:
                 continue
-            sh = shape(text[ts:te]) or ("weak" if word_passphrase(text[ts:te]) else None)
+            v = text[ts:te]
+            sh = shape(v) or ("weak" if word_passphrase(v) else None)
+            if sh is None or ENV_REF_RE.search(v):
+                continue
+            before = text[toks[k - 1][0]:toks[k - 1][1]].lower() if k > 0 else ""
             opened = all(text[a:b].lower() in _OPENERS or _is_linker(text[a:b]) for a, b in toks[:k]) or (
-                k > 0 and text[toks[k - 1][0]:toks[k - 1][1]].lower() in _OPENERS)  # "…, it's X"
-            if sh == "medium" or (sh == "weak" and cue_before and (k == 0 or alone or opened)):
+                before in _OPENERS)  # "…, it's X"
+            # the answer names it: "it was X", "we set it to X", "from your notes: X", "`X`", "try X"
+            linked = cue_before and (_is_linker(before) or (before.endswith(":") and len(before) > 1)
+                                     or text[ts0] in "`\"'" or before in ("try", "use", "it's", "it’s"))
+            if sh == "medium" or (sh == "weak" and cue_before and (k == 0 or alone or opened or linked)):
                 seen.add(ts)
                 yield ("stated-password", ts, te, 0)
 

@@ -123,3 +123,33 @@ def test_near_misses_stay(family: str, text: str) -> None:
 def test_every_occurrence_of_a_stated_passphrase_is_masked() -> None:
     text = "the wifi password is lemon-harbor-quartz; again: lemon-harbor-quartz"
     assert "lemon-harbor-quartz" not in redact(text).text
+
+
+ANSWERS = [
+    ("User: do you remember the staging db password?\n\nAssistant: Yes, you told me earlier it was heron-maple-flint.",
+     "heron-maple-flint"),
+    ("User: which password did we put on the NAS?\n\nAssistant: We set it to `Bq4!lantern` on Monday.", "Bq4!lantern"),
+    ("User: remind me of the vpn password\n\nAssistant: From your notes: sorrel_gannet_quince (rotate it).",
+     "sorrel_gannet_quince"),
+    ("[10:01] sam: anyone have the grafana password?\n[10:02] lee: try pumice_walrus_ivy\n[10:02] sam: thanks",
+     "pumice_walrus_ivy"),
+    ("use ember_walrus_tide, that's the new vault password", "ember_walrus_tide"),
+    ("orchid_lumen_basalt: that's the password for staging", "orchid_lumen_basalt"),
+]
+ANSWERS_STAY = [
+    "User: what's the password?\n\nAssistant: I don't have it, check 1Password.",
+    "User: what's the password policy?\n\nAssistant: At least 12 characters, see docs/security.md.",
+    "User: where is the db password?\n\nAssistant: It is in the vault at secret/data/db, use `vault kv get`.",
+    "User: how do I pass the password?\n\nAssistant: with $env:DB_PASSWORD in PowerShell.",
+    "the password must be $env:DB_PASSWORD at runtime",
+]
+
+
+@pytest.mark.parametrize(("text", "secret"), ANSWERS)
+def test_a_password_given_in_the_answer_or_pointed_back_at_is_masked(text: str, secret: str) -> None:
+    assert secret not in redact(text).text
+
+
+@pytest.mark.parametrize("text", ANSWERS_STAY)
+def test_answers_without_a_password_and_env_references_stay(text: str) -> None:
+    assert redact(text).text == text
