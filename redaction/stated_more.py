@@ -22,10 +22,10 @@ from collections.abc import Iterator
 from .cues import word_passphrase
 from .detectors import Candidate, _masked
 from .entropy import is_placeholder, shannon
-from .value_shape import shape
+from .value_shape import _id_shaped, shape
 
 __all__ = ["find_pin_flags", "find_wifi_qr", "find_webhook_secrets", "find_secret_is_values",
-           "find_hex_call_keys", "find_quad_groups", "detectors"]
+           "find_hex_call_keys", "find_split_parts", "find_quad_groups", "detectors"]
 
 # --------------------------------------------------------------------------
 # PIN flags, Wi-Fi QR payloads, webhook signing secrets
@@ -143,6 +143,46 @@ def find_hex_call_keys(text: str, low: str) -> Iterator[Candidate]:
 
 
 # --------------------------------------------------------------------------
+# A secret given in parts: wrapped onto the next line, or in halves
+# --------------------------------------------------------------------------
+
+_TOKENISH = r"[A-Za-z0-9._~+/=-]"
+# a credential line ending in a value, the next line only a token-like run (a terminal wrapped it)
+_WRAPPED_RE = re.compile(
+    r"(?i)(?:bearer|token|key|secret|password|passwd|pwd|authorization)\b[^\n]{0,40}?[:= \t][ \t]*[\"'`]?"
+    r"(?P<a>" + _TOKENISH + r"{6,512})[ \t]*\r?\n[ \t>]*[\"'`]?(?P<b>" + _TOKENISH + r"{12,512})[\"'`]?[ \t]*(?=\r?\n|$)")
+# "first half: X", "part 2 of the key: Y", "the rest is Y", "starts with X and ends with Y"
+_PART_RE = re.compile(
+    r"(?i)\b(?:(?:first|second|other|last|remaining|final)[ \t]+(?:half|part|piece|bit|chunk)|part[ \t]*[1-4]"
+    r"|(?:the[ \t]+)?rest|starts[ \t]+with|begins[ \t]+with|ends[ \t]+with)\b[^\n:]{0,24}?(?:[ \t]+(?:is|was)|:)?[ \t]+"
+    r"[\"'`]?(?P<v>" + _TOKENISH + r"{6,256})")
+_CRED_WORD_RE = re.compile(r"(?i)token|key|secret|password|passwd|passphrase|pwd|credential|bearer")
+_SPLIT_GATES = ("half", "part", "rest", "starts with", "begins with", "ends with", "bearer", "token", "key", "secret",
+                "passw", "pwd", "authorization")
+
+
+def _randomish(v: str, n: int = 6) -> bool:
+    return len(v) >= n and any(c.isdigit() for c in v) and any(c.isalpha() for c in v) and shannon(v) >= 2.5 \
+        and "://" not in v and not v.startswith(("/", "./", "~")) and not _masked(v)
+
+
+def find_split_parts(text: str, low: str) -> Iterator[Candidate]:
+    if "\n" in text:
+        for m in _WRAPPED_RE.finditer(text):
+            a, b = m.group("a"), m.group("b")
+            if _randomish(b, 12) and shannon(b) >= 3.3 and (_randomish(a) or "[REDACTED" in text[m.start():m.start("a")]):
+                yield ("split-secret", *m.span("a"), 0)
+                yield ("split-secret", *m.span("b"), 0)
+    for m in _PART_RE.finditer(text):
+        v = _value_end(m.group("v"))
+        if not _randomish(v, 8) or shannon(v) < 3.0 or is_placeholder(v) or _id_shaped(v):
+            continue
+        if _CRED_WORD_RE.search(text, max(0, m.start() - 300), m.start()) is None:
+            continue
+        yield ("split-secret", m.start("v"), m.start("v") + len(v), 0)
+
+
+# --------------------------------------------------------------------------
 # A token read out in groups of four
 # --------------------------------------------------------------------------
 
@@ -183,6 +223,8 @@ def detectors(Detector):  # noqa: N803 - the class from rules.py (which imports 
         Detector("secret-is-value", find_secret_is_values, gates=("secret", "token"),
                  patterns=(_SECRET_CUE_RE.pattern, _LINK_RE.pattern, _VALUE_RE.pattern, _HASH_WORDS_RE.pattern)),
         Detector("hex-call-key", find_hex_call_keys, gates=_HEX_CALL_GATES, patterns=(_HEX_CALL_RE.pattern,)),
+        Detector("split-parts", find_split_parts, gates=_SPLIT_GATES,
+                 patterns=(_WRAPPED_RE.pattern, _PART_RE.pattern, _CRED_WORD_RE.pattern)),
         Detector("quad-groups", find_quad_groups, gates=_QUAD_GATES,
                  patterns=(_QUAD_RE.pattern, _QUAD_HASH_RE.pattern)),
     )

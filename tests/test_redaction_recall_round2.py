@@ -153,3 +153,29 @@ def test_a_password_given_in_the_answer_or_pointed_back_at_is_masked(text: str, 
 @pytest.mark.parametrize("text", ANSWERS_STAY)
 def test_answers_without_a_password_and_env_references_stay(text: str) -> None:
     assert redact(text).text == text
+
+
+SPLIT = [
+    ("the token is too long for one message, first half: ghp_8fK2mQ9xLw3Rt7Vb\nsecond half: Zp4Nc6Hy1Jd5Ks0Ga2Eu",
+     ["ghp_8fK2mQ9xLw3Rt7Vb", "Zp4Nc6Hy1Jd5Ks0Ga2Eu"]),
+    ("```\nAuthorization: Bearer tk.live.Qm8\nZx2Lw9Rt7Vb3Np5Yc8Hd1Fj4Gs6K\n```\n(wrapped)", ["tk.live.Qm8", "Zx2Lw9Rt7Vb3Np5Yc8Hd1Fj4Gs6K"]),
+    ("the api key starts with ak-Qm8Zx2Lw and ends with 9Rt7Vb3Np5Yc", ["ak-Qm8Zx2Lw", "9Rt7Vb3Np5Yc"]),
+]
+SPLIT_STAY = [
+    "the api key docs: part 1 covers setup, part 2 covers rotation",
+    "rotate the token weekly; the rest is in docs/rotation-v2.md",
+    "the key file starts with -----BEGIN and ends with -----END",
+    "token refresh: first half of the week on v1.2.3, second half on v1.3.0",
+    "password field\nsrc/components/PasswordField2.tsx",
+]
+
+
+@pytest.mark.parametrize(("text", "secrets"), SPLIT)
+def test_a_secret_given_in_parts_is_masked_in_every_part(text: str, secrets: list[str]) -> None:
+    out = redact(text).text
+    assert not [s for s in secrets if s in out], out
+
+
+@pytest.mark.parametrize("text", SPLIT_STAY)
+def test_parts_that_are_no_secret_stay(text: str) -> None:
+    assert redact(text).text == text
