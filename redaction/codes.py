@@ -30,15 +30,17 @@ _CODE_INLINE_RE = re.compile(r"(?<![A-Za-z0-9-])" + _CODE_ITEM + r"(?:(?:[ \t]*[
                              + r"){2,}(?![A-Za-z0-9-])")
 _CODE_SPACED_RE = re.compile(r"(?<![A-Za-z0-9-])" + _CODE_WORD + r"(?:[ \t]+" + _CODE_WORD + r"){2,}(?![A-Za-z0-9-])")
 _CODE_ONE_RE = re.compile(_CODE_ITEM)
+# codes in columns: "k7x2m9q4  p3w8z1n6" (two or more spaces or a tab between them)
+_CODE_ROW_RE = re.compile(r"[ \t]*(?:>[ \t]?)*" + _CODE_WORD + r"(?:(?:[ \t]{2,}|\t)" + _CODE_WORD + r"){1,3}[ \t]*\r?")
 _CODE_WORD_RE = re.compile(_CODE_WORD)
 # lines a list may hold between its items: blank, a fence, a table rule
 _FILLER_RE = re.compile(r"[ \t]*(?:```[A-Za-z]*|[|│:\- \t]{3,})?[ \t]*\r?")
 _CODE_WINDOW = 300
 _MAX_LINES = 60
 _DIGIT_RE = re.compile(r"[0-9]")  # the code patterns match ASCII only: their digits are 0-9
-CODE_LIST_PATTERNS = (_CODE_LINE_RE.pattern, _CODE_INLINE_RE.pattern, _CODE_SPACED_RE.pattern, _FILLER_RE.pattern)
+CODE_LIST_PATTERNS = (_CODE_ROW_RE.pattern, _CODE_LINE_RE.pattern, _CODE_INLINE_RE.pattern, _CODE_SPACED_RE.pattern, _FILLER_RE.pattern)
 #: gate words of find_code_lists: the literal parts of its cues
-CODE_CUES = ("recovery", "backup", "emergency", "scratch", "one-time", "one time", "single-use", "single use", "2fa",
+CODE_CUES = ("locked out", "lockout", "recovery", "backup", "emergency", "scratch", "one-time", "one time", "single-use", "single use", "2fa",
              "mfa", "two-factor", "two factor", "2-step", "otp", "authenticator", "phone", "code", "códig", "codig",
              "codic", "recupera", "secours", "notfall", "herstel", "wiederherstell", "respaldo", "ripristin")
 
@@ -96,8 +98,11 @@ def find_code_lists(text: str, low: str) -> Iterator[Candidate]:
         while nxt is not None and lines < _MAX_LINES and (spans or nxt[0] < ce + _CODE_WINDOW):
             lines += 1
             m = _CODE_LINE_RE.fullmatch(text, *nxt)
+            row = _CODE_ROW_RE.fullmatch(text, *nxt) if m is None else None
             if m is not None:
                 spans.append(m.span("v"))
+            elif row is not None:  # two to four codes a line, in columns
+                spans.extend(x.span() for x in _CODE_WORD_RE.finditer(text, *nxt))
             elif not (spans and _FILLER_RE.fullmatch(text, *nxt)):
                 found = _flush(text, spans, found)
                 if found:

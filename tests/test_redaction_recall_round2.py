@@ -179,3 +179,22 @@ def test_a_secret_given_in_parts_is_masked_in_every_part(text: str, secrets: lis
 @pytest.mark.parametrize("text", SPLIT_STAY)
 def test_parts_that_are_no_secret_stay(text: str) -> None:
     assert redact(text).text == text
+
+
+CODE_LISTS = [
+    ("Here are the Discord backup codes\n```\nk7x2m9q4  p3w8z1n6\nb5c9v2t7  h4j8r1y3\n```",
+     ["k7x2m9q4", "p3w8z1n6", "b5c9v2t7", "h4j8r1y3"]),
+    ("if you get locked out use any of: 71820394 85301276 40958127 63019482",
+     ["71820394", "85301276", "40958127", "63019482"]),
+]
+
+
+@pytest.mark.parametrize(("text", "codes"), CODE_LISTS)
+def test_codes_in_columns_or_after_a_lockout_cue_are_masked(text: str, codes: list[str]) -> None:
+    out = redact(text).text
+    assert not [c for c in codes if c in out], out
+
+
+def test_a_table_of_build_ids_after_a_backup_word_stays() -> None:
+    text = "backup jobs last night:\nbuild-1042  ok\nbuild-1043  ok\nbuild-1044  failed"
+    assert redact(text).text == text
