@@ -70,7 +70,7 @@ _SECRET_CUE_RE = re.compile(
 # how the value is joined to the cue: a verb, or a colon after a few words ("token from the dashboard:")
 _LINK_RE = re.compile(
     r"(?:[ \t]+(?:is|was|=|:|->|→|must[ \t]+be|should[ \t]+be|will[ \t]+be|is[ \t]+now|now[ \t]+is|set[ \t]+to|to|as"
-    r"|reads|value[ \t]+is)|[ \t]*[:=](?!=)|(?:[ \t]+[A-Za-z][A-Za-z'’-]{0,15}){1,4}:)[ \t]+",
+    r"|reads|value[ \t]+is)|[ \t]*[:=](?!=)|,?(?:[ \t]+[A-Za-z][A-Za-z'’-]{0,15}){1,5}(?::|[ \t]+(?:→|->|is|was)))[ \t]+",
     re.IGNORECASE)
 _VALUE_RE = re.compile(r"[\"'`]?(?P<v>[^\s\"'`]{12,256})")
 # a hex run next to one of these is a digest or an id, not a secret
@@ -106,12 +106,18 @@ def find_secret_is_values(text: str, low: str) -> Iterator[Candidate]:
             ok = not _HASH_WORDS_RE.search(line)
         else:
             sh = shape(v)
-            ok = (sh == "medium" and len(v) >= 16) or (sh == "weak" and len(v) >= 20 and not v.isdigit()) \
-                or word_passphrase(v) \
+            ok = (sh == "medium" and len(v) >= 16 and not _named(v)) or word_passphrase(v) \
                 or _punct_secret(v)
             ok = ok and "cache" not in line.lower()
         if ok:
             yield ("stated-credential", s, s + len(v), 0)
+
+
+def _named(v: str) -> bool:
+    """``JWT-RS256-with-kid-v2``: parts that are words, acronyms and versions, a name not a secret."""
+    parts = [p for p in re.split(r"[-_.]", v) if p]
+    return len(parts) >= 3 and all(re.fullmatch(r"[A-Za-z][a-z]{1,11}|[A-Z]{2,6}[0-9]{0,4}|[vV]?[0-9]{1,4}|[a-z]{2,12}", p)
+                                   for p in parts)
 
 
 def _punct_secret(v: str) -> bool:

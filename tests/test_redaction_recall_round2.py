@@ -56,6 +56,7 @@ MASKED = {
         ("stripe says: your webhook signing secret is whsec_Rk2+/Lq9Vx7mT3pZa8Wc5Ny1Hb4Jd6Fs (^C to quit)",
          ["whsec_Rk2+/Lq9Vx7mT3pZa8Wc5Ny1Hb4Jd6Fs"]),
         ("I set the Gitea webhook secret to falcon_pebble_lantern_204", ["falcon_pebble_lantern_204"]),
+        ("new Opsgenie token, paste it into the integration: k_QwErTy77uiOPzxCV09", ["k_QwErTy77uiOPzxCV09"]),
     ],
     "wifi": [
         ("WIFI:S:Guest Lab;T:WPA;P:meadow+1187;H:false;;", ["meadow+1187"]),
@@ -93,6 +94,10 @@ STAYS = {
         "the token is required for every call",
         "rotate the secret key: see docs/security.md",
         "request id of the failed token refresh: 5f0c2a9e-7d14-4b38-8ea0-f3d5c2b71948",
+        "the token format is JWT-RS256-with-kid-v2",
+        "the secret name in the cluster is db-credentials-prod-v2",
+        "the refresh token endpoint is /oauth2/v1/token?grant_type=refresh_token",
+        "access token TTL, as set in Keycloak: accessTokenLifespan=300",
     ],
     "base64 and hex": [
         "Event body (base64): eyJzdGF0dXMiOiJkb25lIiwiY291bnQiOjd9",
