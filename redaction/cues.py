@@ -26,7 +26,7 @@ _CUES: dict[str, str] = {
     "pass word": "pw", "pass": "pw", "pwd": "pw", "pw": "pw", "pword": "pw",
     "creds": "login", "credentials": "login", "credential": "login", "login": "login", "log in": "login",
     "log into": "login", "logged in": "login", "logged into": "login", "sign in": "login", "signin": "login", "sign-in": "login",
-    "basic auth": "login", "auth": "login", "prompt": "login", "unlock": "login",
+    "basic auth": "login", "auth": "login", "prompt": "login", "unlock": "login", "account": "login", "acct": "login",
     "pin": "pin", "pin code": "pin", "pincode": "pin", "geheimzahl": "pin", "code pin": "pin",
     # codes typed on a keypad: digits right after them are the code ("door code for the lab: 6415")
     **{f"{w} code": "code" for w in ("door", "alarm", "gate", "keypad", "lock", "unlock", "entry", "safe", "garage",
@@ -75,7 +75,7 @@ _INFLECTED = frozenset({"парол", "hasł", "hasl", "hesl", "jelsz", "lozink"
                         "passwort", "contraseñ", "contrasen", "senh", "κωδικ", "Κωδικ", "συνθηματικ", "гасл",
                         "Гасл", "лозинк", "Лозинк", "Парол", "ПАРОЛ"})
 # "pass", "parola" and "clave" are ordinary words too: only as whole words.
-_WHOLE_WORD = frozenset({"puk", "psk", "auth", "pass", "pw", "pwd", "pword", "mdp", "clave", "parola", "prompt", "unlock", "login", "token", "pin",
+_WHOLE_WORD = frozenset({"account", "acct", "puk", "psk", "auth", "pass", "pw", "pwd", "pword", "mdp", "clave", "parola", "prompt", "unlock", "login", "token", "pin",
                          "secret", "key"})
 # What may follow a stem inside the same word ("passwords", "Passworts", "logins", "prompted").
 _SUFFIXES = ("s", "es", "'s", "’s", "ed", "en", "er", "e", "a", "ue")

@@ -226,6 +226,8 @@ def find_stated_passwords(text: str, low: str, cues: Iterable[str] | None = None
             if sh is None and kind == "pw" and (adjacent or after_link) and not compound and not pin and (
                     _LONG_HEX_RE.fullmatch(v) or _LOWER_PW_RE.fullmatch(v) or word_passphrase(v)):
                 sh = "weak"  # "password: 0f18a5d4…", "password is qwerty123", "… is raven.tango.viper"
+            elif sh is None and kind == "login" and word_passphrase(v):
+                sh = "weak"  # "creds: svc-backup / pepper_walrus_canyon" (a pair still needed)
             if sh == "weak" and not adjacent and (clause_ended or not (
                     any(c.isdigit() or c in _PW_SYMBOLS for c in v) or word_passphrase(v))):
                 sh = None  # "…password, the network is GuestNet": a name in another clause

@@ -82,7 +82,9 @@ _NAME_VERSION_RE = re.compile(r"(?:[A-Z][a-z]+|[A-Z]{2,})+(?:[A-Z]{2,})?[0-9]{1,
 def _cue_on_line(text: str, low: str, pos: int) -> bool:
     """A login or password cue on the line of ``pos`` ("basic auth", "creds", "login")."""
     ls, le = _line_bounds(text, pos, pos)
-    return any(kind != "tok" for _s, _e, kind in _cue_hits(text[ls:le], low[ls:le]))
+    seg = low[ls:le]
+    # "account" is a login cue for a pair ("account: jenkins / X"), not for any user:value on its line
+    return any(kind != "tok" and not seg.startswith("acc", s) for s, _e, kind in _cue_hits(text[ls:le], seg))
 
 
 # --------------------------------------------------------------------------

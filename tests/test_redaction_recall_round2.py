@@ -203,3 +203,21 @@ def test_codes_in_columns_or_after_a_lockout_cue_are_masked(text: str, codes: li
 def test_a_table_of_build_ids_after_a_backup_word_stays() -> None:
     text = "backup jobs last night:\nbuild-1042  ok\nbuild-1043  ok\nbuild-1044  failed"
     assert redact(text).text == text
+
+
+@pytest.mark.parametrize(("text", "secret"), [
+    ("account: jenkins / Tr0mbone.Velvet", "Tr0mbone.Velvet"),
+    ("creds: svc-backup / pepper_walrus_canyon", "pepper_walrus_canyon"),
+])
+def test_a_login_pair_after_an_account_or_creds_cue_is_masked(text: str, secret: str) -> None:
+    assert secret not in redact(text).text
+
+
+@pytest.mark.parametrize("text", [
+    "my account is locked after 3 attempts",
+    "account: 123456789012 / us-east-1",
+    "service account: ci-bot@project-42.iam.gserviceaccount.com",
+    'User: arn:aws:sts::"my account number":assumed-role/Monkey/i-e6 is not authorized to perform: sts:AssumeRole',
+])
+def test_account_words_without_a_pair_stay(text: str) -> None:
+    assert redact(text).text == text
