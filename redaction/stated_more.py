@@ -24,7 +24,7 @@ from .detectors import Candidate, _masked
 from .entropy import is_placeholder, shannon
 from .value_shape import _id_shaped, shape
 
-__all__ = ["find_pin_flags", "find_wifi_qr", "find_webhook_secrets", "find_secret_is_values",
+__all__ = ["find_pin_flags", "find_wifi_qr", "find_wifi_keys", "find_webhook_secrets", "find_secret_is_values",
            "find_hex_call_keys", "find_split_parts", "find_quad_groups", "detectors"]
 
 # --------------------------------------------------------------------------
@@ -50,6 +50,20 @@ def find_wifi_qr(text: str, low: str) -> Iterator[Candidate]:
         v = m.group("v")
         if not _masked(v) and not is_placeholder(v):
             yield ("wifi-password", *m.span("v"), 0)
+
+
+# a Wi-Fi line naming its key: "WiFi: network Casa-Ruiz, key X"; wpa_passphrase SSID X
+_WIFI_KEY_RE = re.compile(
+    r"(?i)\b(?:wi-?fi|wlan|ssid|wpa[23]?)\b[^\n]{0,80}?\b(?:key|pass|pwd|pw|psk|code)\b[ \t]*[:=]?[ \t]*[\"'`]?"
+    r"(?P<v>[^\s\"'`,;]{6,64})|\bwpa_passphrase[ \t]+[^\s]{1,32}[ \t]+[\"']?(?P<w>[^\s\"']{8,63})")
+
+
+def find_wifi_keys(text: str, low: str) -> Iterator[Candidate]:
+    for m in _WIFI_KEY_RE.finditer(text):
+        g = "v" if m.group("v") else "w"
+        v = _value_end(m.group(g))
+        if shape(v) is not None or word_passphrase(v):
+            yield ("wifi-password", m.start(g), m.start(g) + len(v), 0)
 
 
 def find_webhook_secrets(text: str, low: str) -> Iterator[Candidate]:
@@ -225,6 +239,8 @@ def detectors(Detector):  # noqa: N803 - the class from rules.py (which imports 
     return (
         Detector("pin-flag", find_pin_flags, gates=("-pin", "-puk", "-passcode"), patterns=(_PIN_FLAG_RE.pattern,)),
         Detector("wifi-qr", find_wifi_qr, gates=("wifi:",), patterns=(_WIFI_QR_RE.pattern,)),
+        Detector("wifi-key", find_wifi_keys, gates=("wifi", "wi-fi", "wlan", "ssid", "wpa"),
+                 patterns=(_WIFI_KEY_RE.pattern,)),
         Detector("webhook-secret", find_webhook_secrets, gates=("whsec_",), patterns=(_WHSEC_RE.pattern,)),
         Detector("secret-is-value", find_secret_is_values, gates=("secret", "token"),
                  patterns=(_SECRET_CUE_RE.pattern, _LINK_RE.pattern, _VALUE_RE.pattern, _HASH_WORDS_RE.pattern)),

@@ -62,6 +62,8 @@ MASKED = {
         ("WIFI:S:Guest Lab;T:WPA;P:meadow+1187;H:false;;", ["meadow+1187"]),
         ("le code wifi c'est Brise#Marine77 pour le bureau", ["Brise#Marine77"]),
         ("guest wifi password: kettle-ribbon-sonnet", ["kettle-ribbon-sonnet"]),
+        ("WiFi: network Casa-Ruiz, key Lmq7!zP2xW", ["Lmq7!zP2xW"]),
+        ('wpa_passphrase HomeNet "maple_river_quartz_7"', ["maple_river_quartz_7"]),
     ],
     "hex key in a decoding call": [
         ("HMAC_KEY = bytes.fromhex('9c1e5a7b3d2f40861a0e9b7c5d3f2e18a4b6c8d0e2f4a6b8')",
@@ -75,6 +77,12 @@ MASKED = {
 }
 
 STAYS = {
+    "wifi": [
+        "the wifi keeps dropping, key rotation on the AP is weekly",
+        "WPA2 passphrase length must be 8 to 63 characters",
+        "ssid and key are in the vault under infra/wifi",
+        "wifi settings: the key type is WPA2-PSK-CCMP",
+    ],
     "word passphrase after a cue": [
         "set the password via read_secret_file in config",
         "the password is stored in the vault under deploy.prod.creds",
