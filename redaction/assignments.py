@@ -357,7 +357,7 @@ def _public_word_before(low: str, ns: int) -> bool:
     """"cache key: …", "sort key: …": a bare ``key`` label whose word before names a non-secret key."""
     if ns < 2 or low[ns - 1] != " ":
         return False
-    if "cache" in low[max(low.rfind("\n", 0, ns) + 1, ns - 40):ns]:
+    if "cache" in low[max(low.rfind("\n", max(0, ns - 40), ns) + 1, ns - 40):ns]:
         return True  # "Cache restored from key: node-cache-…": a CI cache key
     a = ns - 1
     while a > 0 and low[a - 1].isalpha() and ns - a < 20:

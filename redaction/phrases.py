@@ -104,7 +104,7 @@ def _word_before(low: str, ws: int) -> str | None:
 
 def find_credential_phrases(text: str, low: str) -> Iterator[Candidate]:
     for ws, we in word_hits(low, _CRED_WORDS):
-        if "cache" in low[max(low.rfind("\n", 0, ws) + 1, ws - 40):ws]:
+        if "cache" in low[max(low.rfind("\n", max(0, ws - 40), ws) + 1, ws - 40):ws]:
             continue  # "Cache restored from key: node-cache-…": a CI cache key, not a credential
         m = _AFTER_RE.match(low, we)
         w = None

@@ -213,10 +213,6 @@ def find_stated_passwords(text: str, low: str, cues: Iterable[str] | None = None
                 continue
             v = text[ts:te]
             link = _is_linker(raw) or (raw.endswith(":") and len(raw) > 1)
-            if ENV_REF_RE.search(v):
-                adjacent = False
-                prev.append(raw)
-                continue  # "pass the password with $env:DB_PASSWORD": where it lives, not the value
             if adjacent and link:
                 continue
             if pin:  # a PIN is digits: "PIN: 7391", "the PIN for the door is 7391"
@@ -228,6 +224,8 @@ def find_stated_passwords(text: str, low: str, cues: Iterable[str] | None = None
                 sh = "weak"  # "password: 0f18a5d4…", "password is qwerty123", "… is raven.tango.viper"
             elif sh is None and kind == "login" and word_passphrase(v):
                 sh = "weak"  # "creds: svc-backup / pepper_walrus_canyon" (a pair still needed)
+            if sh is not None and ENV_REF_RE.search(v):
+                sh = None  # "the password must be $env:DB_PASSWORD": where it lives, not the value
             if sh == "weak" and not adjacent and (clause_ended or not (
                     any(c.isdigit() or c in _PW_SYMBOLS for c in v) or word_passphrase(v))):
                 sh = None  # "…password, the network is GuestNet": a name in another clause

@@ -59,6 +59,8 @@ _WIFI_KEY_RE = re.compile(
 
 
 def find_wifi_keys(text: str, low: str) -> Iterator[Candidate]:
+    if " " not in text and "\t" not in text:
+        return  # its values follow words: a text with no blank is one token (a blob, a key file)
     for m in _WIFI_KEY_RE.finditer(text):
         g = "v" if m.group("v") else "w"
         v = _value_end(m.group(g))
@@ -102,6 +104,8 @@ def _value_end(v: str) -> str:
 
 
 def find_secret_is_values(text: str, low: str) -> Iterator[Candidate]:
+    if " " not in text and "\t" not in text:
+        return  # its values follow words: a text with no blank is one token (a blob, a key file)
     for c in _SECRET_CUE_RE.finditer(text):
         link = _LINK_RE.match(text, c.end())
         if link is None:
@@ -113,9 +117,9 @@ def find_secret_is_values(text: str, low: str) -> Iterator[Candidate]:
         v = _value_end(m.group("v"))
         if len(v) < 12 or _masked(v) or "[REDACTED" in v or is_placeholder(v) or _UUID_RE.fullmatch(v):
             continue
-        ls = text.rfind("\n", 0, c.start()) + 1
-        le = text.find("\n", s)
-        line = text[ls:le if le >= 0 else len(text)]
+        ls = text.rfind("\n", max(0, c.start() - 300), c.start()) + 1 or max(0, c.start() - 300)
+        le = text.find("\n", s, s + 600)
+        line = text[ls:le if le >= 0 else min(len(text), s + 600)]
         if _HEX_RE.fullmatch(v):
             ok = not _HASH_WORDS_RE.search(line)
         else:
@@ -157,7 +161,7 @@ _HEX_CALL_GATES = ("fromhex", "unhexlify", "decodestring", "decodehex", "parsehe
 def find_hex_call_keys(text: str, low: str) -> Iterator[Candidate]:
     for m in _HEX_CALL_RE.finditer(text):
         g = "v" if m.group("v") else "w"
-        ls = text.rfind("\n", 0, m.start()) + 1
+        ls = text.rfind("\n", max(0, m.start() - 300), m.start()) + 1 or max(0, m.start() - 300)
         if _KEY_LINE_RE.search(text, ls, m.start()) and not _HASH_WORDS_RE.search(text, ls, m.start()):
             yield ("bytes-key", *m.span(g), 0)
 
@@ -187,6 +191,8 @@ def _randomish(v: str, n: int = 6) -> bool:
 
 
 def find_split_parts(text: str, low: str) -> Iterator[Candidate]:
+    if " " not in text and "\t" not in text:
+        return  # its values follow words: a text with no blank is one token (a blob, a key file)
     if "\n" in text:
         for m in _WRAPPED_RE.finditer(text):
             a, b = m.group("a"), m.group("b")
@@ -215,6 +221,8 @@ _QUAD_GATES = tuple(str(d) for d in range(10))
 
 
 def find_quad_groups(text: str, low: str) -> Iterator[Candidate]:
+    if " " not in text and "\t" not in text:
+        return  # its values follow words: a text with no blank is one token (a blob, a key file)
     for m in _QUAD_RE.finditer(text):
         groups = m.group().split(" ")
         bare = "".join(groups)
@@ -227,7 +235,7 @@ def find_quad_groups(text: str, low: str) -> Iterator[Candidate]:
             continue  # a GPG fingerprint
         if len(set(groups)) < len(groups) - 1 or shannon(bare) < 3.2:
             continue
-        ls = text.rfind("\n", 0, m.start()) + 1
+        ls = text.rfind("\n", max(0, m.start() - 160), m.start()) + 1
         if _QUAD_HASH_RE.search(text, max(ls, m.start() - 160), m.start()):
             continue
         for g in re.finditer(r"\S+", m.group()):
