@@ -129,7 +129,9 @@ def _is_linker(tok: str) -> bool:
 
 # a message of a turn, or of a chat log pasted with timestamps ("[16:48] nadia: …")
 _MSG_RE = re.compile(r"(?m)^(?:User|Assistant|user|assistant|USER|ASSISTANT):[ \t]*"
-                     r"|^\[\d{1,2}:\d{2}(?::\d{2})?(?:[ \t]*[APap][Mm])?\][ \t]*[^\s:\]]{1,24}(?: [^\s:\]]{1,24})?:[ \t]*")
+                     r"|^\[\d{1,2}:\d{2}(?::\d{2})?(?:[ \t]*[APap][Mm])?\][ \t]*[^\s:\]]{1,24}(?: [^\s:\]]{1,24})?:[ \t]*"
+                     r"|^(?:>[ \t]?)?(?:\*\*)?(?:Human|AI|Q|A|Me|Bot|Agent|Customer|Support|Claude|ChatGPT|Copilot"
+                     r"|[A-Z][a-z]{2,11}|[a-z]{3,12})(?:\*\*)?:[ \t]+(?=\S)")
 
 
 def _memo_shape(memo: dict[str, str | None], v: str) -> str | None:

@@ -229,3 +229,21 @@ def test_a_login_pair_after_an_account_or_creds_cue_is_masked(text: str, secret:
 ])
 def test_account_words_without_a_pair_stay(text: str) -> None:
     assert redact(text).text == text
+
+
+@pytest.mark.parametrize(("text", "secret"), [
+    ("nadia: what's the synology admin password?\nlukas: Fj7#kQ2vLm9\nnadia: thx", "Fj7#kQ2vLm9"),
+    ("Q: what was the wifi password at the offsite?\nA: Brise#Marine77", "Brise#Marine77"),
+    ("Priya: anyone know the grafana password?\nOmar: pumice-walrus-ivy", "pumice-walrus-ivy"),
+])
+def test_the_answer_in_a_pasted_chat_log_is_masked(text: str, secret: str) -> None:
+    assert secret not in redact(text).text
+
+
+@pytest.mark.parametrize("text", [
+    "Username: admin\nPassword policy: 12 chars minimum\nVersion: 3.2.1",
+    "Note: the password is rotated monthly\nStatus: done",
+    "Host: db.internal\nPort: 5432\nPassword: see vault",
+])
+def test_labelled_fields_are_no_chat_messages(text: str) -> None:
+    assert redact(text).text == text
