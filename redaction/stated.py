@@ -226,7 +226,7 @@ def find_stated_passwords(text: str, low: str, cues: Iterable[str] | None = None
                 sh = "weak"  # "password: 0f18a5d4…", "password is qwerty123", "… is raven.tango.viper"
             elif sh is None and kind == "login" and word_passphrase(v):
                 sh = "weak"  # "creds: svc-backup / pepper_walrus_canyon" (a pair still needed)
-            if sh is not None and ENV_REF_RE.search(v):
+            if sh is not None and (ENV_REF_RE.search(v) or _ACCOUNT_RE.fullmatch(raw.strip(",.;:()"))):
                 sh = None  # "the password must be $env:DB_PASSWORD": where it lives, not the value
             if sh == "weak" and not adjacent and (clause_ended or not (
                     any(c.isdigit() or c in _PW_SYMBOLS for c in v) or word_passphrase(v))):
@@ -259,6 +259,8 @@ def find_stated_passwords(text: str, low: str, cues: Iterable[str] | None = None
             if te <= ts or ts in seen:
                 continue
             sh = shape(text[ts:te]) or ("weak" if kind == "pw" and word_passphrase(text[ts:te]) else None)
+            if sh is not None and _ACCOUNT_RE.fullmatch(text[s:e].strip(",.;:()")):
+                continue  # 'root'@'172.18.0.3': a MySQL account in an error or GRANT, not a password
             if sh == "medium" or (sh == "weak" and kind in ("pw", "login") and _linked_before(text, before, k, kind)):
                 seen.add(ts)
                 yield ("stated-password", ts, te, 0)
@@ -271,6 +273,8 @@ _BEFORE_LINKS = frozenset("is was are were 's as into in for ( — – - : = sho
                           " era sind is: was:".split())
 
 
+# a MySQL account: 'user'@'host', user@'%'
+_ACCOUNT_RE = re.compile(r"([\"'`])[\w.$-]{1,32}\1@([\"'`])[\w.%:-]{1,253}\2|[\w.$-]{1,32}@([\"'`])[\w.%:-]{1,253}\3")
 _POINT_BACK = frozenset("that's thats that it's its this which".split())
 
 

@@ -247,3 +247,9 @@ def test_the_answer_in_a_pasted_chat_log_is_masked(text: str, secret: str) -> No
 ])
 def test_labelled_fields_are_no_chat_messages(text: str) -> None:
     assert redact(text).text == text
+
+
+def test_a_mysql_account_in_an_error_is_no_password_but_the_password_for_it_is() -> None:
+    err = "ERROR 1045 (28000): Access denied for user 'root'@'172.18.0.3' (using password: YES)"
+    assert redact(err).text == err
+    assert "Quartz#Lamp19" not in redact("the password for 'root'@'localhost' is Quartz#Lamp19").text
