@@ -56,7 +56,8 @@ __all__ = ["REDACTION_VERSION", "TokenRule", "Detector", "TOKEN_RULES", "DETECTO
 # values left alone (public.py: GPG ids, CI cache keys, certificates, Secret names).
 # 1.6.0 (issue 34): detectors judge structure and shape, not templates (groups.py, codes.py, tables.py, cues.py).
 # 1.7.0 (issue 34): word passphrases, keypad codes, secrets after secret/token words, parts (stated_more.py).
-REDACTION_VERSION = "1.7.0"
+# 1.7.1: a secret stated after a "…key" word (signing_key, api key) is found even without "secret"/"token".
+REDACTION_VERSION = "1.7.1"
 
 ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 # Characters a token (or a URL/assignment around it) is made of, and the

@@ -250,7 +250,7 @@ def detectors(Detector):  # noqa: N803 - the class from rules.py (which imports 
         Detector("wifi-key", find_wifi_keys, gates=("wifi", "wi-fi", "wlan", "ssid", "wpa"),
                  patterns=(_WIFI_KEY_RE.pattern,)),
         Detector("webhook-secret", find_webhook_secrets, gates=("whsec_",), patterns=(_WHSEC_RE.pattern,)),
-        Detector("secret-is-value", find_secret_is_values, gates=("secret", "token"),
+        Detector("secret-is-value", find_secret_is_values, gates=("secret", "token", "key"),
                  patterns=(_SECRET_CUE_RE.pattern, _LINK_RE.pattern, _VALUE_RE.pattern, _HASH_WORDS_RE.pattern)),
         Detector("hex-call-key", find_hex_call_keys, gates=_HEX_CALL_GATES, patterns=(_HEX_CALL_RE.pattern,)),
         Detector("split-parts", find_split_parts, gates=_SPLIT_GATES,
