@@ -454,6 +454,8 @@ def _adversarial_inputs() -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("name,text", _adversarial_inputs(), ids=[n for n, _ in _adversarial_inputs()])
 def test_large_adversarial_input_is_fast(name: str, text: str) -> None:
-    t = time.perf_counter()
+    # This thread's CPU time, not wall time: what it guards is a scan that turns quadratic
+    # (minutes of CPU), and the wall clock of a loaded machine says nothing about that.
+    t = time.thread_time()
     redact(text)
-    assert time.perf_counter() - t < 10, name
+    assert time.thread_time() - t < 10, name
