@@ -9,6 +9,7 @@ from peewee import chunked, fn
 
 from indexer.core.types import Document
 from indexer.state.schema import IN_LIMIT, now_ms
+from indexer.state.store_base import StoreBase
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +25,7 @@ class FileRecord:
 
 
 
-class DocumentStore:
+class DocumentStore(StoreBase):
     """Part of :class:`indexer.state.db.StateDB` (its ``File`` model)."""
 
     def hashes(self, persona: str, paths: Iterable[str]) -> dict[str, str]:

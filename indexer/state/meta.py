@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from indexer.core.build import BuildIdentity
 from indexer.state.schema import GLOBAL
+from indexer.state.store_base import StoreBase
 
 #: the identity of the ledger file the cursors are positions in (global: one ledger per index)
 LEDGER_IDENTITY_KEY = "ledger_identity_v1"
@@ -27,7 +28,7 @@ class Position:
         return self.history_id <= head
 
 
-class MetaStore:
+class MetaStore(StoreBase):
     """Part of :class:`indexer.state.db.StateDB` (its ``Meta`` and ``PersonaState`` models)."""
 
     def get_meta(self, key: str, scope: str = GLOBAL) -> str | None:

@@ -9,6 +9,7 @@ from peewee import chunked
 
 from indexer.state.private_turns import Visibility
 from indexer.state.schema import now_ms
+from indexer.state.store_base import StoreBase
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +21,7 @@ class SessionRecord:
 
 
 
-class SessionRegistry:
+class SessionRegistry(StoreBase):
     """Part of :class:`indexer.state.db.StateDB` (its ``SessionReg`` and ``ProjectMember`` models)."""
 
     def register_sessions(self, rows: Iterable[tuple[str, str, str]]) -> None:
@@ -134,8 +135,8 @@ class SessionRegistry:
         before = self.unscoped_applied(persona) or (set(), set())
         with self.db.atomic():
             for kind, now, was in (("session", sessions, before[0]), ("turn", turns, before[1])):
-                for part in chunked(sorted(was - now), 500):
-                    U.delete().where((U.persona == persona) & (U.kind == kind) & U.value.in_(part)).execute()
+                for values in chunked(sorted(was - now), 500):
+                    U.delete().where((U.persona == persona) & (U.kind == kind) & U.value.in_(values)).execute()
                 rows = [{"persona": persona, "kind": kind, "value": v} for v in sorted(now - was)]
                 for part in chunked(rows, 300):
                     U.insert_many(part).on_conflict_ignore().execute()

@@ -10,12 +10,13 @@ from collections.abc import Iterable
 from peewee import chunked, fn
 
 from indexer.state.schema import IN_LIMIT, RevisitReason, now_ms
+from indexer.state.store_base import StoreBase
 
 PENDING, BAD, OWED, TO_BUILD = (RevisitReason.PENDING_TURN.value, RevisitReason.BAD_ROW.value,
                                 RevisitReason.OWED_SECRET.value, RevisitReason.TO_BUILD.value)
 
 
-class RevisitStore:
+class RevisitStore(StoreBase):
     """Part of :class:`indexer.state.db.StateDB` (its ``Revisit`` and ``EmptyTurn`` models)."""
 
     # -- the queue, by reason -------------------------------------------------------------
@@ -108,10 +109,10 @@ class RevisitStore:
             T.insert_many(part).on_conflict_ignore().execute()
         filled = sorted(set(filled))
         if filled and T.select().where(T.persona == persona).exists():  # a statement a part, not one a pair
-            for part in chunked(filled, IN_LIMIT // 2):
+            for pairs in chunked(filled, IN_LIMIT // 2):
                 self.db.execute_sql(
                     "DELETE FROM empty_turns WHERE persona = ? AND (session_label, turn_id) IN"
-                    f" (VALUES {','.join(['(?, ?)'] * len(part))})", (persona, *(v for pair in part for v in pair)))
+                    f" (VALUES {','.join(['(?, ?)'] * len(pairs))})", (persona, *(v for pair in pairs for v in pair)))
 
     def forget_empty(self, persona: str) -> None:
         self.EmptyTurn.delete().where(self.EmptyTurn.persona == persona).execute()
@@ -169,8 +170,8 @@ class RevisitStore:
             if (s, t) not in still:
                 by_session.setdefault(s, []).append(t)
         for label in set(sessions_built):
-            for part in chunked(by_session.get(label, []), 500):
-                R.delete().where(self._queued(persona, BAD) & (R.session_label == label) & R.turn_id.in_(part)).execute()
+            for turns in chunked(by_session.get(label, []), 500):
+                R.delete().where(self._queued(persona, BAD) & (R.session_label == label) & R.turn_id.in_(turns)).execute()
         rows = [{"persona": persona, "reason": BAD, "session_label": session, "turn_id": turn, "skip": reason,
                  "detail": detail[:500], "seen_at": stamp, "fingerprint": fingerprints.get(turn, ""),
                  "checked_at": stamp} for session, turn, reason, detail in items]

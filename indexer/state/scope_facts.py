@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
+from typing import TypeVar
+
+from indexer.state.store_base import StoreBase
 
 #: Scope facts kept per thread between state changes ((persona, session) pairs).
 FACTS_MEMO_ENTRIES = 4096
 #: A caller's label longer than this is kept in the memo as its digest: a label may be of any length,
 #: and a client asking with thousands of distinct long ones must not make every thread's memo hold them.
 MEMO_LABEL_CHARS = 256
+
+T = TypeVar("T")
 
 
 def _memo_label(session: str | None) -> str | bytes | None:
@@ -18,7 +24,7 @@ def _memo_label(session: str | None) -> str | bytes | None:
 
 
 
-class ScopeFactsMemo:
+class ScopeFactsMemo(StoreBase):
     """Part of :class:`indexer.state.db.StateDB`: reads its registry, files and private turns."""
 
     def scope_facts(self, persona: str, session: str | None):
@@ -49,7 +55,7 @@ class ScopeFactsMemo:
         every export write and pass asks)."""
         return self._per_state(persona, lambda: self.private.copies(persona))
 
-    def _per_state(self, key, compute):
+    def _per_state(self, key: object, compute: Callable[[], T]) -> T:
         """``compute()``, kept in this thread's memo until the state DB changes (not inside a
         caller's transaction, whose writes may still roll back)."""
         if self.db.connection().in_transaction:
