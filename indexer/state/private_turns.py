@@ -124,9 +124,10 @@ class PrivateTurns:
             return bool(before)
         entries = {kind: {(t, s) for t, sessions in before.get(kind, {}).items() for s in sessions}
                    for kind in ("copies", "compactions")}
-        compacting = {d.session for d in turn_docs if d.kind is DocKind.COMPACTION}
+        # every turn_doc has a turn id and a session: the ``if`` restates it for the type checker
+        compacting = {d.session for d in turn_docs if d.kind is DocKind.COMPACTION and d.session}
         held = self.state.session_turns(persona, compacting)  # do these sessions hold copies already?
-        owners = self._owners(persona, by_persona, {d.turn_id for d in turn_docs}.union(*held.values()))
+        owners = self._owners(persona, by_persona, {d.turn_id for d in turn_docs if d.turn_id}.union(*held.values()))
         copies = {(d.turn_id, d.session) for d in turn_docs if d.turn_id in owners
                   and d.session not in owners[d.turn_id]}
         forks = {s for _, s in copies | entries["copies"]}

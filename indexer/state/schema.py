@@ -8,6 +8,7 @@ never edit a released migration.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
@@ -248,7 +249,7 @@ def _migration_2(db: SqliteDatabase, models: Models, key) -> None:
         db.execute_sql("ALTER TABLE bad_rows ADD COLUMN checked_at INTEGER NOT NULL DEFAULT 0")
 
 
-def _create_indexes(db: SqliteDatabase, indexes: dict[str, tuple[str, tuple[str, ...]]]) -> None:
+def _create_indexes(db: SqliteDatabase, indexes: Mapping[str, tuple[str, tuple[str, ...]]]) -> None:
     for name, (table, columns) in indexes.items():
         db.execute_sql(f'CREATE INDEX IF NOT EXISTS "{name}" ON "{table}" ({", ".join(columns)})')
 

@@ -67,7 +67,9 @@ def _late_rows(persona: str, stored, key: Callable[[], bytes]) -> tuple[list[dic
     try:
         for i, (rowid, mid, row_key) in enumerate(checkpoints):
             if isinstance(row_key, str) and not row_key.startswith(KEYED):  # raw key ("|"-joined) or plain digest
-                row_key = KEYED + keyed_digest(key(), row_digest(row_key) if "|" in row_key else row_key)
+                digest = row_digest(row_key) if "|" in row_key else row_key
+                assert digest is not None  # row_digest is None only for a None key, and row_key is a str
+                row_key = KEYED + keyed_digest(key(), digest)
             rows.append({"persona": persona, "position": i, "row": int(rowid), "message_id": mid, "row_key": row_key})
     except (TypeError, ValueError):  # unreadable, and it may hold message bytes: dropped
         return [], True
@@ -79,7 +81,7 @@ def migrate(db: SqliteDatabase, m, key: Callable[[], bytes]) -> None:
                       m.TruncatedDocument, m.UnscopedHidden], safe=True)
     for name, (table, columns) in INDEXES_7.items():
         db.execute_sql(f'CREATE INDEX IF NOT EXISTS "{name}" ON "{table}" ({", ".join(columns)})')
-    stored: dict[str, dict[str, object]] = {}
+    stored: dict[str, dict[str, str]] = {}  # meta.value is TEXT NOT NULL
     for k, scope, value in db.execute_sql(
             f"SELECT key, scope, value FROM meta WHERE key IN ({','.join('?' * len(MOVED))})", MOVED).fetchall():
         stored.setdefault(scope, {})[k] = value
