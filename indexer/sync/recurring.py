@@ -20,18 +20,29 @@ import threading
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
+from typing import Final, TypeAlias
 
 import structlog
 
 from redaction import Recurring, Redactor, found_values
 
-__all__ = ["SecretMemory", "StagedMemory", "WAIT"]
+__all__ = ["Learnable", "SecretMemory", "StagedMemory", "WAIT", "Wait"]
 
 log = structlog.get_logger("indexer.sync")
 
-WAIT = object()
+class Wait(Enum):
+    """The type of ``WAIT``: a sentinel the type checker can tell apart from a text and None."""
+
+    WAIT = "wait"
+
+
+WAIT: Final = Wait.WAIT
 """A turn's text as given to :meth:`SecretMemory.learn` when it cannot be read yet (still
 streaming, a bad row that may be repaired): learned from once it can."""
+
+#: What :meth:`SecretMemory.learn` takes for a turn: its unredacted text, None (no text), or ``WAIT``.
+Learnable: TypeAlias = str | None | Wait
 
 
 @dataclass(slots=True)
@@ -133,7 +144,7 @@ class SecretMemory:
             log.warning("redaction.learn_failed", error=type(exc).__name__)
             return None
 
-    def learn(self, persona: str, label: str, ancestry: Sequence[str], texts: Mapping[str, object]) -> dict[str, str]:
+    def learn(self, persona: str, label: str, ancestry: Sequence[str], texts: Mapping[str, Learnable]) -> dict[str, str]:
         """Learn from the unredacted ``texts`` of the turns :meth:`unlearned` named: a text,
         None (nothing to learn: no text), or ``WAIT`` (read it again next time). A text the
         redactor fails on waits too (the build records that turn as a bad row).

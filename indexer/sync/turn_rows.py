@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable, Sequence
 
 from indexer.core.documents import compaction_text, turn_text
-from indexer.sync.recurring import WAIT
+from indexer.sync.recurring import WAIT, Learnable
 from ledger.reader import LedgerReader
 from ledger.rows import CompactionRow, MessageRow, ThreadRow, TurnRow
 
@@ -63,7 +63,7 @@ class TurnRows:
         self.compactions.update(self.reader.compactions(t for t in ids if t in turns
                                                         and turns[t].turn_type == "compaction"))
 
-    def learnable(self, tid: str) -> object:
+    def learnable(self, tid: str) -> Learnable:
         """What :meth:`SecretMemory.learn` takes for a turn: its unredacted text, None (it has
         none), or ``WAIT`` when it may read differently later (streaming, a bad row, not there)."""
         turn = self.turns.get(tid)
