@@ -127,15 +127,15 @@ def build_sessions(
                             action="its indexed turns are built from their own rows until the head is mended")
     current = session_histories(reader, persona, sorted({lb for lb, _ in extra_pairs if lb not in out.ancestry}))
     extra: set[tuple[str, str]] = set()
-    for label, turn in extra_pairs:
+    for label, turn_id in extra_pairs:
         history = out.ancestry.get(label, current.get(label))
-        if history == "gone" or (isinstance(history, list) and turn not in history):
-            out.left.append((label, turn))
+        if history == "gone" or (isinstance(history, list) and turn_id not in history):
+            out.left.append((label, turn_id))
             continue
-        extra.add((label, turn))
+        extra.add((label, turn_id))
         wanted.setdefault(label, [])
-        if turn not in wanted[label]:
-            wanted[label].append(turn)
+        if turn_id not in wanted[label]:
+            wanted[label].append(turn_id)
     out.considered = sum(len(ids) for ids in wanted.values())
 
     limit = ix.config.ledger.max_message_bytes

@@ -35,8 +35,10 @@ def commit_state(ix: Indexer, persona: str, summary: PersonaSummary, built: Buil
             ix.state.set_cursor(persona, cursor)
         record_owed(ix, built.learned)
         ix.state.clear_secret_rechecks(persona, built.rechecked)
+        # a document with no turn id fills no turn (its pair would match no empty_turns row anyway)
         ix.state.record_empty(persona, built.empty,
-                              filled=[(d.session, d.turn_id) for d in built.docs if d.session] + built.left)
+                              filled=[(d.session, d.turn_id) for d in built.docs if d.session and d.turn_id]
+                              + built.left)
     if built.learned is not None:  # the documents it re-rendered are written: what it learned holds
         built.learned.commit()
     log_skips(persona, built.skips)

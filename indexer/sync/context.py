@@ -30,7 +30,7 @@ def known_secrets(config: Config):
     """The configured exact-value secrets (file, or env LEDGER_INDEXER_KNOWN_SECRETS), or None."""
     from redaction import KnownSecrets
 
-    values = []
+    values: list[str] = []
     sources = []
     path = config.redaction.known_secrets_file
     if path is not None:

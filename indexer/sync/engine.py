@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field
 
 import structlog
@@ -69,6 +69,7 @@ def _tail(ix: Indexer, reader: LedgerReader, persona: str, cursor: int, summary:
     # Session statuses and pending turns change only with a ledger write: with the
     # files as they were when these last ran, nothing can have moved.
     sessions_quiet = not retry_bad and ix.quiet.unchanged("sessions", persona, stamp)
+    deleted: Set[str]  # the state's set, or the registry refresh's frozenset
     if sessions_quiet:
         deleted = ix.state.deleted_sessions(persona)
     else:
@@ -184,35 +185,36 @@ def _rebuild(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSu
     with reader.snapshot():
         sessions = reader.sessions(persona=persona)
     refresh_registry(ix, reader, persona, sessions, summary, rebuilding=True)
-    targets = [Target(ix, persona, sink, rebuild=sink.rebuild(persona)) for sink in ix.sinks]
+    rebuilds = [sink.rebuild(persona) for sink in ix.sinks]
+    targets = [Target(ix, persona, sink, rebuild=rebuild) for sink, rebuild in zip(ix.sinks, rebuilds)]
     # what the rebuild learns takes effect once its generation is switched in
     got = Rebuilt(mark=mark, learned=ix.secrets.stage() if ix.secrets is not None else None)
     try:
         _walk_all(ix, reader, persona, summary, targets, rebuilding=True, stop=stop, progress=progress,
                   on_batch=got.add, learned=got.learned)
         memory_docs = ix.memory_documents(persona)
-        for t in targets:
+        for rebuild in rebuilds:
             if memory_docs:
-                t.rebuild.upsert(memory_docs)
+                rebuild.upsert(memory_docs)
         # Switch in, settle what a visibility change did meanwhile, and record
         # the new set, with no visibility change in between (see sync_visibility).
         with UNSCOPED_WRITES:
             # noted while staged, by the visibility then; no change comes between this and the record
             ix.in_flight.note(persona, got.docs)
-            for t in targets:
+            for t, rebuild in zip(targets, rebuilds):
                 if t.unscoped:
-                    switch_in_rebuild(ix, persona, t.sink, t.rebuild, got.docs + list(memory_docs),
+                    switch_in_rebuild(ix, persona, t.sink, rebuild, got.docs + list(memory_docs),
                                       t.staged_sessions, t.withheld)
                 else:
-                    t.rebuild.commit()
+                    rebuild.commit()
             _record_rebuild(ix, persona, summary, got, memory_docs)
         if got.learned is not None:
             got.learned.commit()
         log_skips(persona, got.skips)  # a rebuild skips like a tail: one line per session and reason
     except BaseException:
-        for t in targets:
+        for rebuild in rebuilds:
             try:
-                t.rebuild.abort()
+                rebuild.abort()
             except Exception as exc:  # keep the original error
                 log.warning("rebuild.abort_failed", persona=persona, error=str(exc))
         raise

@@ -14,6 +14,7 @@ others are taken by the next rebuild (``reindex``).
 
 from __future__ import annotations
 
+from collections.abc import Set
 from dataclasses import dataclass
 
 import structlog
@@ -99,7 +100,7 @@ def start(ix: Indexer, reader: LedgerReader) -> LateMark:
 
 
 def late_turns(ix: Indexer, reader: LedgerReader, persona: str,
-               deleted: set[str]) -> tuple[list[tuple[str, str]], LateMark]:
+               deleted: Set[str]) -> tuple[list[tuple[str, str]], LateMark]:
     """(the (session, turn) pairs to build again — built before, and given a message since —, the
     mark to keep once they are written: :func:`keep`)."""
     stored = _read(ix, persona)

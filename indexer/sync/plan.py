@@ -85,7 +85,7 @@ def decide(f: PersonaFacts) -> PersonaPlan:
         return plan(PassMode.REBUILD, Why.SINK_WANTS_REBUILD)
     if cursor is not None and f.build_changed:
         return plan(PassMode.REBUILD, Why.BUILD_CHANGED, f.build_changed)
-    if cursor is None:
+    if f.position is None:  # (exactly when cursor is None)
         return plan(PassMode.BACKFILL, Why.LEDGER_REPLACED if f.ledger_replaced else Why.NO_CURSOR)
     if f.backfill_due:
         return plan(PassMode.BACKFILL, Why.BACKFILL_DUE, (f.backfill_due,))
@@ -112,6 +112,7 @@ def gather(ix: Indexer, reader: LedgerReader, persona: str, *, force: bool, ledg
         sink_wants_rebuild=any(sink.needs_rebuild(persona) for sink in ix.sinks), sinks_lost=lost,
         backfill_due=ix.state.backfill_due(persona) if position is not None else None)
     if decide(facts).why is Why.IDS_REUSED:  # not read yet: the plan got as far as comparing it
+        assert position is not None  # decide() reaches IDS_REUSED only from a kept position
         facts = replace(facts, row_at_cursor=reader.history_row_fingerprint(position.history_id))
     return facts
 

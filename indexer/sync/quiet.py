@@ -55,7 +55,7 @@ def settled_stat(st: os.stat_result, now: float | None = None, *, ctime: bool = 
 def ledger_stamp(path: Path, *, now: float | None = None) -> LedgerStamp:
     """The ledger files as they are now (stat only; the ledger is not opened)."""
     now = time.time() if now is None else now
-    files = []
+    files: list[tuple | None] = []
     settled = True
     for suffix in ("", "-wal"):
         try:
@@ -74,7 +74,7 @@ class QuietChecks:
 
     def __init__(self) -> None:
         self._done: dict[tuple[str, str], tuple[tuple, float]] = {}
-        self._started: dict[str, tuple[tuple, int]] = {}
+        self._started: dict[str, tuple[tuple | None, int]] = {}  # files None: no settled stamp
         self._lock = threading.Lock()
 
     def unchanged(self, check: str, persona: str, stamp: LedgerStamp | None) -> bool:
@@ -110,8 +110,8 @@ class QuietChecks:
         with self._lock:
             for key in [k for k in self._done if persona is None or k[1] == persona]:
                 del self._done[key]
-            for key in [k for k in self._started if persona is None or k == persona]:
-                del self._started[key]
+            for label in [p for p in self._started if persona is None or p == persona]:
+                del self._started[label]
 
 
 __all__ = ["FULL_CHECK_S", "SETTLE_S", "LedgerStamp", "QuietChecks", "ledger_stamp", "settled_stat", "stat_key"]

@@ -10,7 +10,7 @@ revisit queue (``StateDB.revisits``) until built.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -78,7 +78,7 @@ def owed_sessions(owing: Iterable[str], recorded: Iterable[str]) -> tuple[Revisi
 BAD_CHECKS_PER_PASS = 200  # bad turns whose rows are compared per pass (least recently compared first)
 
 
-def bad_rows_changed(ix: Indexer, reader: LedgerReader, persona: str, deleted: set[str],
+def bad_rows_changed(ix: Indexer, reader: LedgerReader, persona: str, deleted: Set[str],
                       stamp: LedgerStamp | None) -> list[str]:
     """Sessions holding a bad turn whose ledger rows changed since it failed
     (repaired in place: no history row says so). Compares at most
@@ -134,7 +134,7 @@ def build_now(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaS
         commit_state(ix, persona, summary, built, set(), None)
 
 
-def write_owed(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSummary, deleted: set[str],
+def write_owed(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSummary, deleted: Set[str],
                 stop: threading.Event | None, progress: Progress | None) -> None:
     """Sessions a build of another persona found secret values for (in turns they hold: a
     subagent's fork and its parent): build them, so their documents holding one are rewritten."""

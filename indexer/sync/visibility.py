@@ -103,7 +103,8 @@ def filter_hidden(ix: Indexer, persona: str, docs: Sequence[Document]) -> tuple[
     turns = private_turns(ix, persona)
     if not hidden and not turns:
         return list(docs), []
-    keep, withheld = [], []
+    keep: list[Document] = []
+    withheld: list[Document] = []
     for d in docs:
         (withheld if d.session in hidden or d.turn_id in turns else keep).append(d)
     return keep, withheld
@@ -148,7 +149,7 @@ def reconcile_unscoped(ix: Indexer, reader: LedgerReader | None, persona: str) -
         if shown and reader is None:
             hidden |= shown  # not restored yet: keep them in the "applied" set so the next pass does it
             turns |= shown_turns
-        elif shown:
+        elif shown and reader is not None:  # shown with no reader took the branch above
             with reader.snapshot():
                 sessions = [row for row in reader.sessions(labels=sorted(shown)) if row.status != "deleted"]
                 # Rendered with every secret value their history holds (learned here, in a
