@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from .detectors import _NAME_CHARS, LINE_END, NEXT_LINE, Candidate, _masked
 from .cues import word_passphrase
+from .detectors import _NAME_CHARS, LINE_END, NEXT_LINE, Candidate, _masked
 from .entropy import is_code_reference, looks_like_password, looks_like_token
 
 # --------------------------------------------------------------------------

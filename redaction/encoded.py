@@ -13,10 +13,19 @@ from collections.abc import Iterator
 from urllib.parse import unquote
 
 from .cues import word_passphrase
-from .detectors import URL_USERINFO_RE, Candidate, overlapping, _masked
+from .detectors import URL_USERINFO_RE, Candidate, _masked, overlapping
 from .entropy import looks_like_token, shannon
 from .phrases import word_hits
-from .struct_base import _HEX_ID_RE, _classes, _judge, _line_at, _secret_name, _token_format, password_shape, token_shape
+from .struct_base import (
+    _HEX_ID_RE,
+    _classes,
+    _judge,
+    _line_at,
+    _secret_name,
+    _token_format,
+    password_shape,
+    token_shape,
+)
 
 __all__ = ["find_encoded_values", "ENCODED_PATTERNS"]
 

@@ -41,6 +41,7 @@ from .gating import GateScan
 from .known import KnownSecrets
 from .public import drop_public, public_spans
 from .rules import DETECTORS
+
 # _valid and _scan_tokens: imported from here by the corpus tools and structures.py
 from .tokens import COMPILED, _scan_tokens, _valid, scan_tokens  # noqa: F401
 

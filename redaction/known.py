@@ -8,11 +8,11 @@ them here guarantees they never reach the index, wherever they appear.
 from __future__ import annotations
 
 import json
-import unicodedata
 import os
+import unicodedata
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterable, Mapping
 from urllib.parse import quote
 
 from .fold import dashed, fold_value

@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass, field
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 from . import assignments, catalog, detectors, phrases, stated, stated_cli, stated_more, structures
 from .entropy import shannon
 from .gating import DIGIT, Feature
-from .gating import defined_in as _home, low_words as _low_words, search_feature as _search
+from .gating import defined_in as _home
+from .gating import low_words as _low_words
+from .gating import search_feature as _search
 
 __all__ = ["REDACTION_VERSION", "TokenRule", "Detector", "TOKEN_RULES", "DETECTORS",
            "MIN_TOKEN_LENGTH", "TOKEN_RUN_CHARS", "GLUED_PREFIXES"]

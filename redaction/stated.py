@@ -32,8 +32,19 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from .cues import (_COMPOUNDS, _LINKERS, _LOWER_PW_RE, _OPENERS, _PIN_DETERMINERS, _PIN_RE, _USERISH_RE,
-                   STATED_CUE_PATTERNS, ENV_REF_RE, _cue_hits, word_passphrase)
+from .cues import (
+    _COMPOUNDS,
+    _LINKERS,
+    _LOWER_PW_RE,
+    _OPENERS,
+    _PIN_DETERMINERS,
+    _PIN_RE,
+    _USERISH_RE,
+    ENV_REF_RE,
+    STATED_CUE_PATTERNS,
+    _cue_hits,
+    word_passphrase,
+)
 from .value_shape import _PW_SYMBOLS, _UUID_RE, shape
 
 Candidate = tuple[str, int, int, int]

@@ -132,7 +132,7 @@ def _pw_flags(text: str, low: str) -> Iterator[tuple[int, int, re.Match[str]]]:
 
 
 def find_cli_password_flags(text: str, low: str) -> Iterator[Candidate]:
-    for ws, we, m in _pw_flags(text, low):
+    for ws, _we, m in _pw_flags(text, low):
         if True:
             flag = low[ws:m.start("v")].rstrip(" \t=:").lstrip("-/")
             s, e, quoted = _unquote(text, *m.span("v"))

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 from .cues import word_passphrase
 from .entropy import shannon
-from .stated import Candidate, _cue_hits, _line_bounds, _memo_shape, _SPAN_AFTER, _tokens, _trim
+from .stated import _SPAN_AFTER, Candidate, _cue_hits, _line_bounds, _memo_shape, _tokens, _trim
 from .value_shape import _PASSPHRASE_RE, _PW_SYMBOLS, _classes, shape
 
 __all__ = ["find_user_colon_passwords", "find_word_passphrases", "find_after_private_key", "find_aws_prose_secrets"]

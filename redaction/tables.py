@@ -152,7 +152,7 @@ def find_tables(text: str, low: str) -> Iterator[Candidate]:
             cols = {k: st for k, c in enumerate(cells) if (st := _column(text[c[0]:c[1]]))}
             if cols:
                 width = len(cells)
-                rows, end = _rows(text, le, lambda s, e: (c := _bar_cells(text, s, e)) is not None and len(c) == width)
+                rows, end = _rows(text, le, lambda s, e, w=width: (c := _bar_cells(text, s, e)) is not None and len(c) == w)
                 if rows:
                     done = end
                     yield from _column_values(text, rows, cols, width, _bar_cells)
@@ -167,10 +167,10 @@ def find_tables(text: str, low: str) -> Iterator[Candidate]:
             cols = {k: st for k, c in enumerate(hcells) if (st := _column(text[c[0]:c[1]]))}
             if cols:
                 n = len(hcells) - 1
-                rows, end = _rows(text, le, lambda s, e: text.count(sep, s, e) == n)
+                rows, end = _rows(text, le, lambda s, e, sep=sep, n=n: text.count(sep, s, e) == n)
                 if rows:
                     done = end
-                    yield from _column_values(text, rows, cols, n + 1, lambda t, s, e: _csv_cells(t, s, e, sep))
+                    yield from _column_values(text, rows, cols, n + 1, lambda t, s, e, sep=sep: _csv_cells(t, s, e, sep))
                     break
         else:
             # Whitespace-aligned: "name    value" (vault kv get, describe output) or a header of 3+
@@ -184,7 +184,7 @@ def find_tables(text: str, low: str) -> Iterator[Candidate]:
                     cols = {k: st for k, c in enumerate(cells) if (st := _column(text[c[0]:c[1]]))}
                     width = len(cells)
                     if cols:
-                        rows, end = _rows(text, le, lambda s, e: len(_split_cells(text, s, e, _WS_SPLIT_RE)) == width)
+                        rows, end = _rows(text, le, lambda s, e, w=width: len(_split_cells(text, s, e, _WS_SPLIT_RE)) == w)
                         done = max(done, end)
                         yield from _column_values(text, rows, cols, width,
                                                   lambda t, s, e: _split_cells(t, s, e, _WS_SPLIT_RE))

@@ -17,7 +17,7 @@ Imported at the bottom of ``rules.py``; uses only names defined above that point
 from __future__ import annotations
 
 from .entropy import shannon
-from .rules import ALNUM, E, E_, E64, TokenRule, _has_digit, _literal_prefix, _mixed
+from .rules import ALNUM, E64, E_, E, TokenRule, _has_digit, _literal_prefix, _mixed
 
 __all__ = ["VENDOR_TOKEN_RULES"]
 
