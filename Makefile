@@ -75,6 +75,8 @@ TEST_WORKERS ?= 2
 
 test: setup qmd
 	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 test-slow: setup qmd
