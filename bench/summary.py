@@ -152,11 +152,26 @@ def redaction_eval_rows(d: dict) -> list[Row]:
     dev_ok = dev["changed"] / max(dev["lines"], 1) <= t["clean_dev_rate"]
     verdict = "yes" if all(met.values()) and dev_ok else "; ".join(
         f"{name}: {_yes(ok)}" for name, ok in (*met.items(), ("prose", dev_ok)))
-    return [(f"redaction on independent corpora, held-out ({d.get('version', '?')}): chat-style / catalog / "
-             "gitleaks / real prose changed",
+    # Since 1.6.0 the whole first chat corpus is tuning data (its held-out split had been looked at);
+    # the fresh corpus's held-out half (below) is the chat headline.
+    return [(f"redaction on independent corpora, held-out ({d.get('version', '?')}): first chat corpus (tuned on "
+             "since 1.6.0) / catalog / gitleaks / real prose changed",
              " / ".join(f"{100 * held[n]['recall']:.1f} %" for n in held) + f" / {dev['changed']} of {dev['lines']}",
              f"≥ {100 * t['chat']:.0f} / ≥ {100 * t['catalog']:.0f} / ≥ {100 * t['gitleaks']:.0f} % / "
-             f"≤ 1 in {round(1 / t['clean_dev_rate'])}", verdict)]
+             f"≤ 1 in {round(1 / t['clean_dev_rate'])}", verdict)] + _fresh_rows(d)
+
+
+def _fresh_rows(d: dict) -> list[Row]:
+    """The fresh corpus, written without sight of the rules: its held-out half is the headline."""
+    fresh = d.get("fresh")
+    if not fresh:
+        return []
+    chat, clean = fresh["chat"]["fresh_heldout"], fresh["clean"]["fresh_heldout"]
+    target = d["targets"].get("fresh_chat", 0.97)
+    return [(f"redaction, fresh independent corpus, held-out half ({d.get('version', '?')}): chat-style "
+             "credentials / clean chat lines changed",
+             f"{100 * chat['recall']:.1f} % / {clean['changed']} of {clean['lines']}",
+             f"≥ {100 * target:.0f} % / 0", _yes(chat["recall"] >= target and clean["changed"] == 0))]
 
 
 def redaction_ab_rows(d: dict) -> list[Row]:
