@@ -23,12 +23,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from importlib import metadata
 from pathlib import Path
 
-from indexer.embedding.model_files import ModelFilesError, ModelFolder, default_models_root, fingerprint_of, sha256_file
+from indexer.embedding.model_files import (
+    ModelFilesError,
+    ModelFolder,
+    default_models_root,
+    fingerprint_of,
+    install_folder,
+    sha256_file,
+)
 
 #: The name configs use and fastembed registers the folder under (mean pooling, normalised).
 MODEL_NAME = "intfloat/multilingual-e5-small-q4"
@@ -138,40 +143,8 @@ def assemble(root: Path) -> Path:
     written in a temporary sibling and renamed, so a crash or a concurrent assembler never
     leaves a half-written folder.
     """
-    root = Path(root)
-    final = root / FOLDER_NAME
-    if final.is_dir():
-        try:
-            return verify_folder(final).path
-        except ModelFilesError:
-            pass
-    files = folder_files(locate_source())
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{FOLDER_NAME}.tmp-", dir=root))
-    except OSError as e:
-        raise ModelFilesError(f"cannot write the model folder under {root}: {e}; give a writable directory "
-                              f"(the index dir) or run `python -m indexer.embedding.model_files check --dest DIR`"
-                              ) from e
-    try:
-        _write(tmp, files)
-        verify_folder(tmp)
-        os.chmod(tmp, 0o755)
-        if final.exists():
-            trash = Path(tempfile.mkdtemp(prefix=f".{FOLDER_NAME}.old-", dir=root))
-            try:
-                os.replace(final, trash / "x")
-            except OSError:
-                pass
-            shutil.rmtree(trash, ignore_errors=True)
-        try:
-            os.rename(tmp, final)
-        except OSError:
-            verify_folder(final)  # another process won the race: use its folder if it is good
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return verify_folder(final).path
+    return install_folder(Path(root), FOLDER_NAME, lambda tmp: _write(tmp, folder_files(locate_source())),
+                          verify_folder)
 
 
 def default_model_dir() -> Path:

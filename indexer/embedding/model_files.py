@@ -54,6 +54,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -335,29 +336,34 @@ def assemble(root: Path) -> Path:
     corrupt one. Raises :class:`ModelFilesError` when the packages are missing
     or wrong, or when ``root`` is not writable.
     """
-    root = Path(root)
-    final = root / FOLDER_NAME
+    return install_folder(Path(root), FOLDER_NAME, lambda tmp: _write_folder(tmp, locate_sources()), verify_folder)
+
+
+def install_folder(root: Path, name: str, write: Callable[[Path], None],
+                   verify: Callable[[Path], ModelFolder]) -> Path:
+    """``root/name`` holding a model folder ``verify`` accepts: a valid one is re-used, else ``write``
+    fills a temporary sibling that is verified and renamed into place, so a crash or a concurrent
+    assembler never leaves a half-written folder, and a corrupt one is replaced."""
+    final = root / name
     if final.is_dir():
         try:
-            verify_folder(final)
-            return final
+            return verify(final).path
         except ModelFilesError:
             pass  # corrupt or partial copy: rebuild below
-    sources = locate_sources()
     try:
         root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{FOLDER_NAME}.tmp-", dir=root))
+        tmp = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=root))
     except OSError as e:
         raise ModelFilesError(
             f"cannot write the model folder under {root}: {e}; give a writable directory "
             f"(the index dir) or run `python -m indexer.embedding.model_files check --dest DIR`"
         ) from e
     try:
-        _write_folder(tmp, sources)
-        verify_folder(tmp)
+        write(tmp)
+        verify(tmp)
         os.chmod(tmp, 0o755)
         if final.exists():
-            trash = Path(tempfile.mkdtemp(prefix=f".{FOLDER_NAME}.old-", dir=root))
+            trash = Path(tempfile.mkdtemp(prefix=f".{name}.old-", dir=root))
             try:
                 os.replace(final, trash / "x")
             except OSError:
@@ -367,11 +373,11 @@ def assemble(root: Path) -> Path:
             os.rename(tmp, final)
         except OSError:
             # Another process won the race: use its folder if it is good.
-            verify_folder(final)
+            verify(final)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    return verify_folder(final).path
+    return verify(final).path
 
 
 def packaged_model_dir(index_dir: Path | None = None, *, models_root: Path | None = None) -> Path:
