@@ -26,6 +26,7 @@ import re
 from collections.abc import Iterator
 
 from .entropy import is_placeholder, shannon
+from .gating import trie_pattern as _trie
 
 Candidate = tuple[str, int, int, int]
 
@@ -185,27 +186,6 @@ _KEYWORDS: dict[str, list[int]] = {}
 for _i, (_rid, _kws, _v) in enumerate(CUED):
     for _k in _kws:
         _KEYWORDS.setdefault(_k, []).append(_i)
-
-
-def _trie(words) -> str:
-    """An alternation factored by common prefixes: sre tries one branch per
-    character instead of every keyword at every position."""
-    root: dict = {}
-    for w in words:
-        node = root
-        for c in w:
-            node = node.setdefault(c, {})
-        node[""] = {}
-
-    def emit(node: dict) -> str:
-        alts = [re.escape(c) + emit(node[c]) for c in sorted(k for k in node if k)]
-        if not alts:
-            return ""
-        body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
-        return "(?:" + body + ")?" if "" in node else body
-
-    return emit(root)
-
 
 _KEYWORD_RE = re.compile(_trie(_KEYWORDS))
 
