@@ -111,8 +111,8 @@ class GateScan:
         self._trie = re.compile(trie_pattern(trie_words)) if trie_words else None
         # ASCII words led by punctuation or space: a substring test each (memchr speed). Words
         # with non-ASCII characters: only in text that has some.
-        self._plain = tuple(w for w in sorted(words) if w.isascii() and (not w[0].isalnum() or len(w) == 1))
-        self._wide = tuple(w for w in sorted(words) if not w.isascii())
+        plain_words = [w for w in sorted(words) if w.isascii() and (not w[0].isalnum() or len(w) == 1)]
+        wide_words = [w for w in sorted(words) if not w.isascii()]
         # Detectors as bits too: a word maps to the detectors whose first clause names it, so a
         # text's candidates are the union over the few words it holds (~4 on chat), not a loop
         # over every detector. Detectors without word clauses are always candidates.
@@ -143,8 +143,8 @@ class GateScan:
                              _or(dets.get(g, 0) for g in trie_words if g in w)) for w in trie_words}
         # As a tree of substring tests (first character, then the prefixes words share): one
         # memchr-speed test of a prefix rules out every word under it.
-        self._plain = _prefix_tree(self._plain, lambda w: (self._bits[w], dets.get(w, 0)))
-        self._wide = tuple((w, self._bits[w], dets.get(w, 0)) for w in self._wide)
+        self._plain = _prefix_tree(plain_words, lambda w: (self._bits[w], dets.get(w, 0)))
+        self._wide: tuple[tuple[str, int, int], ...] = tuple((w, self._bits[w], dets.get(w, 0)) for w in wide_words)
 
     def present(self, low: str) -> tuple[int, int]:
         """(words, candidate detectors) of ``low``, as bit sets: the gate words that occur in
@@ -252,13 +252,17 @@ class GateScan:
         return tuple(out)
 
 
-def _prefix_tree(words: Iterable[str], payload: Callable[[str], tuple[int, int]]) -> tuple:
+# A prefix-tree node: (prefix, word bits, detector bits, children).
+_Node = tuple[str, int, int, tuple["_Node", ...]]
+
+
+def _prefix_tree(words: Iterable[str], payload: Callable[[str], tuple[int, int]]) -> tuple[_Node, ...]:
     """Nodes (prefix, word bits, detector bits, children): one for each first character, each
     word, and each longer prefix words share; a child is tested only when its parent occurs."""
-    def build(prefix: str, ws: list[str]) -> tuple:
+    def build(prefix: str, ws: list[str]) -> _Node:
         bit, dets = payload(prefix) if prefix in ws else (0, 0)
         rest = [w for w in ws if w != prefix]
-        children = []
+        children: list[_Node] = []
         while rest:
             w = rest[0]
             share = max((_common(w, v) for v in rest[1:]), default=0)
