@@ -146,7 +146,7 @@ def camel_passphrase(v: str) -> bool:
 def _cue_hits(text: str, low: str, cues: Iterable[str] | None = None) -> list[tuple[int, int, str]]:
     """(start, end, kind) of each cue, extended over the rest of its word. ``cues``: the stems
     known to occur in ``low`` (the engine's shared pass, gating.py), looked for alone."""
-    out = []
+    out: list[tuple[int, int, str]] = []
     if cues is not None:
         for stem in cues:
             _stem_hits(text, low, stem, _CUES[stem], out)
