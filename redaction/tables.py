@@ -111,7 +111,7 @@ def _column_values(text: str, rows: list[tuple[int, int]], cols: dict[int, str],
 
 def _rows(text: str, le: int, fits) -> tuple[list[tuple[int, int]], int]:
     """The rows after a header ending at ``le`` while ``fits(s, e)``; rule lines are skipped."""
-    rows = []
+    rows: list[tuple[int, int]] = []
     end = le
     nxt = _next_line(text, le)
     while nxt is not None and nxt[1] > nxt[0] and len(rows) < 200:
