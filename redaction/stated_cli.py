@@ -196,9 +196,9 @@ def find_cli_password_flags(text: str, low: str) -> Iterator[Candidate]:
         at = text.find("@")
         while at >= 0:  # anchored on each "@": the pattern ends there
             ws = max(text.rfind(" ", 0, at), text.rfind("\n", 0, at), text.rfind("\t", 0, at), at - 260)
-            m = _DOMAIN_USER_PW_RE.match(text, max(0, ws + 1) if ws >= 0 else 0)
-            if m is not None and m.end("v") == at:
-                s, e = m.span("v")
+            dm = _DOMAIN_USER_PW_RE.match(text, max(0, ws + 1) if ws >= 0 else 0)
+            if dm is not None and dm.end("v") == at:
+                s, e = dm.span("v")
                 if shape(text[s:e]) is not None:
                     yield ("cli-password", s, e, 0)
             at = text.find("@", at + 1)
