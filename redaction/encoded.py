@@ -81,10 +81,10 @@ def find_encoded_values(text: str, low: str) -> Iterator[Candidate]:
                     yield ("encoded-secret", *m.span(), 0)
     if "%3d" in low or "%253d" in low:
         for m in _ENC_PARAM_RE.finditer(text):
-            v = _ENC_VALUE_RE.match(text, m.end())
-            if v is None:
+            vm = _ENC_VALUE_RE.match(text, m.end())
+            if vm is None:
                 continue
-            s, e = v.span()
+            s, e = vm.span()
             e = _encoded_end(text, s, e)
             if e <= s:
                 continue
