@@ -90,7 +90,7 @@ def find_code_lists(text: str, low: str) -> Iterator[Candidate]:
             continue
         if not _DIGIT_RE.search(text, ce, ce + _CODE_WINDOW + 200):
             continue  # items have digits (half of them at least): none near the cue, no list
-        found = False
+        found: list[Candidate] = []
         # a list starting within the window after the cue: one item a line …
         nxt: tuple[int, int] | None = _line_at(text, ce)
         spans: list[tuple[int, int]] = []
@@ -104,13 +104,13 @@ def find_code_lists(text: str, low: str) -> Iterator[Candidate]:
             elif row is not None:  # two to four codes a line, in columns
                 spans.extend(x.span() for x in _CODE_WORD_RE.finditer(text, *nxt))
             elif not (spans and _FILLER_RE.fullmatch(text, *nxt)):
-                found = _flush(text, spans, found)
+                found = _flush(text, spans)
                 if found:
                     break
                 spans = []
             nxt = _next_line(text, nxt[1])
         if not found and spans:
-            found = _flush(text, spans, found)
+            found = _flush(text, spans)
         if found:
             yield from found
             done = found[-1][2]
@@ -137,8 +137,9 @@ def find_code_lists(text: str, low: str) -> Iterator[Candidate]:
                     break
 
 
-def _flush(text: str, spans: list[tuple[int, int]], found) -> list[Candidate] | bool:
+def _flush(text: str, spans: list[tuple[int, int]]) -> list[Candidate]:
+    """The codes of the first run of ``spans`` that reads as a code list; [] when none does."""
     for run in _runs(text, spans):
         if _code_list([text[s:e] for s, e in run]):
             return [("recovery-codes", s, e, 0) for s, e in run]
-    return found
+    return []
