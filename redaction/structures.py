@@ -82,10 +82,10 @@ def find_split_values(text: str, low: str) -> Iterator[Candidate]:
         as_ = _run_before(text, ae)
         if as_ == 0 or text[as_ - 1] != m.group("q") or ae - as_ < 6:
             continue
-        b = _PART_RUN_RE.match(text, m.end())
-        if b is None or not text.startswith(m.group("q2"), b.end()):
+        bm = _PART_RUN_RE.match(text, m.end())
+        if bm is None or not text.startswith(m.group("q2"), bm.end()):
             continue
-        joints.append((as_, ae, *b.span()))
+        joints.append((as_, ae, *bm.span()))
     pos = text.find("\\\n")
     while pos >= 0:
         # NAME=abc\  /  def   (a shell line continuation)
@@ -96,9 +96,9 @@ def find_split_values(text: str, low: str) -> Iterator[Candidate]:
         q = pos + 2
         while q < len(text) and text[q] in " \t":
             q += 1
-        b = _PART_RUN_RE.match(text, q)
-        if pos - as_ >= 6 and b is not None and (b.end() == len(text) or text[b.end()] in " \t\r\n;|&)`\"'"):
-            joints.append((as_, pos, *b.span()))
+        bm = _PART_RUN_RE.match(text, q)
+        if pos - as_ >= 6 and bm is not None and (bm.end() == len(text) or text[bm.end()] in " \t\r\n;|&)`\"'"):
+            joints.append((as_, pos, *bm.span()))
         pos = text.find("\\\n", pos + 2)
     for parts in _chains(joints):
         if any(_masked(text[a:b]) for a, b in parts):
@@ -114,26 +114,27 @@ def find_split_values(text: str, low: str) -> Iterator[Candidate]:
             rows = _lines(text[bs:be].rstrip("\n"))
             if not 2 <= len(rows) <= 12:
                 continue
-            ms = [(_WRAPPED_LINE_RE if k < len(rows) - 1 else _LAST_LINE_RE).fullmatch(text, bs + s, bs + e)
-                  for k, (s, e) in enumerate(rows)]  # the last line of a wrapped value may be short
-            if None in ms:
-                continue
-            parts = [m.group(1) for m in ms]
-            joined = "".join(parts)
+            line_ms = [(_WRAPPED_LINE_RE if k < len(rows) - 1 else _LAST_LINE_RE).fullmatch(text, bs + s, bs + e)
+                       for k, (s, e) in enumerate(rows)]  # the last line of a wrapped value may be short
+            ms = [lm for lm in line_ms if lm is not None]
+            if len(ms) < len(line_ms):
+                continue  # a line that is no piece of a wrapped value
+            pieces = [lm.group(1) for lm in ms]
+            joined = "".join(pieces)
             if _masked(joined):
                 continue
             cue = _SECRET_CUE_RE.search(low, max(0, f.start() - 200), f.start())
-            if len(parts) > 2 and cue is None:
+            if len(pieces) > 2 and cue is None:
                 ok = False  # lines of ids or tokens, one a line: only a cue says they are one value
-            elif all(_HEX_ID_RE.fullmatch(p) for p in parts):
+            elif all(_HEX_ID_RE.fullmatch(p) for p in pieces):
                 # hashes, one a line, stay; a hex token wrapped is lines of no hash length
-                ok = cue is not None and len(joined) >= 32 and not any(len(p) in _HASH_LENS for p in parts)
+                ok = cue is not None and len(joined) >= 32 and not any(len(p) in _HASH_LENS for p in pieces)
             else:
                 ok = _token_format(joined) or (cue is not None and _classes(joined) >= 3 and token_shape(joined, 24)
                                                and shannon(joined) >= 4.0)
             if ok:
-                for m in ms:
-                    yield ("split-secret", *m.span(1), 0)
+                for lm in ms:
+                    yield ("split-secret", *lm.span(1), 0)
 
 
 def _chains(joints: list[tuple[int, int, int, int]]) -> list[list[tuple[int, int]]]:
@@ -164,7 +165,7 @@ def _block_values(text: str) -> Iterator[Candidate]:
         if strength is None:
             continue
         yaml = k.group("open")[0] in "|>"
-        spans = []
+        spans: list[tuple[int, int]] = []
         nxt = k.end() + 1
         while nxt < len(text) and len(spans) < 40:
             nl = text.find("\n", nxt)
