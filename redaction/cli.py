@@ -44,7 +44,7 @@ def run_redact(stdin: TextIO, stdout: TextIO, *, jsonl: bool, known: KnownSecret
         if not line.strip():
             continue
         text, problem = _parse(line)
-        if problem is not None:
+        if text is None:  # _parse gives a problem exactly when it gives no text
             err.write(f"redact: line {lineno}: {problem}; line skipped\n")
             status = EXIT_BAD_INPUT
             continue
