@@ -45,3 +45,14 @@ def config_factory(tmp_path: Path, ledger_path: Path):
         return make_config(tmp_path, ledger_path, **kwargs)
 
     return factory
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_reader_cache_outlives_its_module():
+    """A reader on object storage that a test module leaves open keeps its refresher thread
+    running against a store that is gone: its warnings and queued reads then land in the next
+    module's captured logs. Close what a module left open when it ends."""
+    yield
+    from exporters.lancedb.reader_cache import ReaderCache
+
+    ReaderCache.close_all()

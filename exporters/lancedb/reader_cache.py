@@ -17,6 +17,7 @@ from __future__ import annotations
 import enum
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +37,10 @@ class CacheState(str, enum.Enum):
     COLD = "cold"
     PREFETCHING = "prefetching"
     WARM = "warm"
+
+
+# Caches open in this process (a weak set: a cache no one holds goes when its thread ends).
+_OPEN: weakref.WeakSet[ReaderCache] = weakref.WeakSet()
 
 
 class ReaderCache:
@@ -70,6 +75,7 @@ class ReaderCache:
         self.last_error: str | None = None
         self._thread = threading.Thread(target=self._run, name="reader-cache", daemon=True)
         self._thread.start()
+        _OPEN.add(self)
 
     @classmethod
     def maybe(cls, location: IndexLocation, session: Any, **kwargs) -> ReaderCache | None:
@@ -117,7 +123,17 @@ class ReaderCache:
             time.sleep(0.05)
         return self.state is CacheState.WARM
 
+    @staticmethod
+    def close_all() -> int:
+        """Close every cache of this process still open (its refresher thread stops); how many.
+        A reader that is dropped without ``close`` keeps refreshing until then."""
+        caches = list(_OPEN)
+        for cache in caches:
+            cache.close()
+        return len(caches)
+
     def close(self) -> None:
+        _OPEN.discard(self)
         self._stop.set()
         self._thread.join(timeout=30)
         self.mirror.close()
