@@ -28,6 +28,16 @@ class Position:
         return self.history_id <= head
 
 
+@dataclass(frozen=True, slots=True)
+class PersonaRecord:
+    """A persona's row as a pass plans from it, read in one lookup: where its passes stand, what its
+    index was built with, and why its next pass must walk every session (None: it need not)."""
+
+    position: Position | None
+    build_identity: BuildIdentity | None
+    backfill_due: str | None
+
+
 class MetaStore(StoreBase):
     """Part of :class:`indexer.state.db.StateDB` (its ``Meta`` and ``PersonaState`` models)."""
 
@@ -55,6 +65,15 @@ class MetaStore(StoreBase):
     def _set_persona(self, persona: str, **values) -> None:
         P = self.PersonaState
         P.insert(persona=persona, **values).on_conflict(conflict_target=[P.persona], update=values).execute()
+
+    def persona_record(self, persona: str) -> PersonaRecord:
+        row = self._persona_row(persona)
+        if row is None:
+            return PersonaRecord(None, None, None)
+        return PersonaRecord(
+            Position(row.cursor, row.cursor_row) if row.cursor is not None else None,
+            BuildIdentity.from_dict(json.loads(row.build_identity)) if row.build_identity else None,
+            row.backfill_due)
 
     def position(self, persona: str) -> Position | None:
         row = self._persona_row(persona)

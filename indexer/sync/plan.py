@@ -99,7 +99,8 @@ def decide(f: PersonaFacts) -> PersonaPlan:
 def gather(ix: Indexer, reader: LedgerReader, persona: str, *, force: bool, ledger_replaced: bool) -> PersonaFacts:
     """The facts :func:`decide` needs. The ledger's row at the cursor is read only when the plan
     can get as far as comparing it (one primary-key lookup a tail)."""
-    position = ix.state.position(persona)
+    record = ix.state.persona_record(persona)  # one lookup: a no-op pass asks every pass
+    position = record.position
     head = reader.head_id()
     lost: tuple[str, ...] = ()
     if not force and position is not None and ix.state.has_documents(persona):
@@ -108,9 +109,9 @@ def gather(ix: Indexer, reader: LedgerReader, persona: str, *, force: bool, ledg
         lost = tuple(why for sink in ix.sinks if (why := sink.missing(persona)))
     facts = PersonaFacts(
         persona, head, position, force=force, ledger_replaced=ledger_replaced,
-        build_changed=tuple(ix.build_identity.differences(ix.state.build_identity(persona))),
+        build_changed=tuple(ix.build_identity.differences(record.build_identity)),
         sink_wants_rebuild=any(sink.needs_rebuild(persona) for sink in ix.sinks), sinks_lost=lost,
-        backfill_due=ix.state.backfill_due(persona) if position is not None else None)
+        backfill_due=record.backfill_due if position is not None else None)
     if decide(facts).why is Why.IDS_REUSED:  # not read yet: the plan got as far as comparing it
         assert position is not None  # decide() reaches IDS_REUSED only from a kept position
         facts = replace(facts, row_at_cursor=reader.history_row_fingerprint(position.history_id))
