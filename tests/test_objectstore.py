@@ -479,6 +479,9 @@ def test_writer_syncs_and_a_reader_process_serves_it_with_the_writers_scopes(tmp
     # before the writer has published anything, a reader refuses to start (fail closed)
     with pytest.raises(Failure, match="no scope state is published"):
         run_serve(load_config(rcfg, env={}))
+    from exporters.lancedb.reader_cache import ReaderCache
+
+    assert ReaderCache.close_all() == 0  # the refusing reader closed its cache (its thread logged on)
     done = run_cli("--config", str(wcfg), "sync", "--json", check=True)
     assert json.loads(done.stdout)["documents_written"] == 4
     proc = subprocess.Popen([sys.executable, "-m", "indexer.cli", "--config", str(rcfg), "serve"], cwd=ROOT,

@@ -199,8 +199,12 @@ def run_serve(config: Config) -> int:
         raise Failure(str(exc), Problem.INVALID) from None
     try:
         service = ReaderService(config)
+    except (SinkError, SearchError) as exc:
+        raise Failure(f"cannot serve {config.lancedb_uri}: {exc}") from None
+    try:
         service.check_published()
     except (SinkError, SearchError) as exc:
+        service.close()  # its reader cache's refresher thread must not outlive the refusal
         raise Failure(f"cannot serve {config.lancedb_uri}: {exc}") from None
     service.searcher.warm_up()
     token = None
