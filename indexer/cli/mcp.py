@@ -25,6 +25,7 @@ from typing import Any
 import structlog
 
 from indexer.cli.common import EXIT_OK, EXIT_USAGE, CliError
+from indexer.cli.remote import RequestTooLarge
 from indexer.runtime.config import Config
 from indexer.runtime.logs import should_log
 
@@ -84,11 +85,6 @@ class _DaemonGone(Exception):
     """The daemon did not answer (stopped, restarting): the call falls back to the index."""
 
 
-class _TooLargeToForward(Exception):
-    """The daemon's API refused the request's size (413: a session label of tens of thousands of
-    characters). A label has no cap of its own: the call is answered from the index opened here."""
-
-
 class _DaemonDoor:
     """The tools answered by a running daemon's HTTP API (``/v1/memory_search``, ``/v1/memory_get``)."""
 
@@ -118,7 +114,8 @@ class _DaemonDoor:
         if response.status_code == 200 and isinstance(body, dict):
             return body
         if response.status_code == 413:
-            raise _TooLargeToForward(str(body.get("error") if isinstance(body, dict) else response.status_code))
+            # The CLI's error for the same refusal: the call is answered from the index opened here.
+            raise RequestTooLarge(str(body.get("error") if isinstance(body, dict) else response.status_code))
         message = body.get("error") if isinstance(body, dict) else None
         reason = "not_found" if response.status_code == 404 else ("unavailable" if response.status_code >= 500
                                                                    else "refused")
@@ -204,7 +201,7 @@ class StdioDoor:
                 if should_log("mcp.daemon_unreachable", 60.0):
                     log.warning("mcp.daemon_unreachable", url=daemon.base_url, error=str(exc)[:200],
                                 fallback="index opened here")
-            except _TooLargeToForward as exc:
+            except RequestTooLarge as exc:
                 log.info("mcp.answered_here", reason="request_too_large", error=str(exc)[:200])
         self.name = self.local.name
         return await getattr(self.local, op)(*args)
