@@ -5,7 +5,8 @@
 Reads tests/data/redaction_eval/ (chat.jsonl and catalog.jsonl from
 bench/redaction_eval_gen.py, clean_dev.jsonl copied from public developer
 prose, chat_fresh_{tune,heldout}.jsonl and clean_chat_fresh_{tune,heldout}.jsonl
-from bench/redaction_fresh_gen.py) and ../shared/redaction/clean_chat.jsonl, runs
+from bench/redaction_fresh_gen.py, and the same four files *_fresh2_* from the second independent
+generator bench/redaction_fresh2_gen.py) and ../shared/redaction/clean_chat.jsonl, runs
 `redaction.redact` over every line and reports, per split (tune / heldout) and
 per family or vendor:
 
@@ -48,6 +49,10 @@ RUN = 12          # partial leak: this many consecutive characters of a secret s
 HELDOUT, TUNE = "fresh_heldout", "fresh_tune"
 FRESH_CHAT = (DATA / "chat_fresh_heldout.jsonl", DATA / "chat_fresh_tune.jsonl")
 FRESH_CLEAN = (DATA / "clean_chat_fresh_heldout.jsonl", DATA / "clean_chat_fresh_tune.jsonl")
+# a second independent corpus (bench/redaction_fresh2_gen.py), reported in its own section the same way
+HELDOUT2, TUNE2 = "fresh2_heldout", "fresh2_tune"
+FRESH2_CHAT = (DATA / "chat_fresh2_heldout.jsonl", DATA / "chat_fresh2_tune.jsonl")
+FRESH2_CLEAN = (DATA / "clean_chat_fresh2_heldout.jsonl", DATA / "clean_chat_fresh2_tune.jsonl")
 TARGETS = {"chat": 0.97, "catalog": 0.97, "gitleaks": 0.98, "clean_dev_rate": 1 / 300, "fresh_chat": 0.97,
            "fresh_clean_changed": 0}
 
@@ -126,16 +131,17 @@ def excerpt(text: str, n: int = 160) -> str:
     return one if len(one) <= n else one[:n - 1] + "…"
 
 
-def fresh_figures(r_chat: list[dict], r_clean: list[dict], show: int) -> tuple[list[str], dict]:
-    """The fresh corpus: held-out (odd templates) as the headline, tune (even templates) beside it.
+def fresh_figures(r_chat: list[dict], r_clean: list[dict], show: int, heldout: str = HELDOUT, tune: str = TUNE,
+                  stem: str = "fresh", gen: str = "redaction_fresh_gen") -> tuple[list[str], dict]:
+    """A fresh corpus (`stem` names its files): held-out (odd templates) as the headline, tune (even) beside it.
 
     `show` prints redacted texts of fresh_tune misses and fresh_tune clean lines changed; of
     fresh_heldout rows it names the family and template id only, never a text."""
     def part(results: list[dict], split: str) -> list[dict]:
         return [r for r in results if r["row"]["split"] == split]
 
-    chat = {s: part(r_chat, s) for s in (HELDOUT, TUNE)}
-    clean = {s: part(r_clean, s) for s in (HELDOUT, TUNE)}
+    chat = {s: part(r_chat, s) for s in (heldout, tune)}
+    clean = {s: part(r_clean, s) for s in (heldout, tune)}
     fig = {s: recall(chat[s]) for s in chat}
     changed = {s: [r for r in clean[s] if r["changed"]] for s in clean}
     not_idem = [r for r in r_chat + r_clean if not r["idempotent"]]
@@ -144,39 +150,39 @@ def fresh_figures(r_chat: list[dict], r_clean: list[dict], show: int) -> tuple[l
         return f"{len(changed[s])}/{len(clean[s])}"
 
     lines = [
-        "### Fresh corpus (issue 34)",
+        f"### {stem.capitalize()} corpus (issue 34)",
         "",
-        f"`chat_fresh_*.jsonl` {len(r_chat)} lines ({len({r['row']['template'] for r in r_chat})} templates, "
-        f"{len({r['row']['family'] for r in r_chat})} families), `clean_chat_fresh_*.jsonl` {len(r_clean)} lines "
-        f"({len({r['row']['family'] for r in r_clean})} families), from bench/redaction_fresh_gen.py: phrasings "
+        f"`chat_{stem}_*.jsonl` {len(r_chat)} lines ({len({r['row']['template'] for r in r_chat})} templates, "
+        f"{len({r['row']['family'] for r in r_chat})} families), `clean_chat_{stem}_*.jsonl` {len(r_clean)} lines "
+        f"({len({r['row']['family'] for r in r_clean})} families), from bench/{gen}.py: phrasings "
         "written without sight of the redactor's rules or tests. Held-out: odd template numbers (never read "
         "while tuning, texts never shown); tune: even template numbers.",
         "",
         md_table(["measure", "held-out", "tune", "target"], [
-            ["recall, fresh chat credentials", f"**{pct(fig[HELDOUT])}**", pct(fig[TUNE]),
+            ["recall, fresh chat credentials", f"**{pct(fig[heldout])}**", pct(fig[tune]),
              f"≥ {TARGETS['fresh_chat']:.0%} held-out"],
-            [f"lines with a {RUN}-char run of a secret left", fig[HELDOUT]["partial_leaks"],
-             fig[TUNE]["partial_leaks"], "report"],
-            ["fresh clean lines changed (any change)", f"**{n_changed(HELDOUT)}**", n_changed(TUNE), "0"],
+            [f"lines with a {RUN}-char run of a secret left", fig[heldout]["partial_leaks"],
+             fig[tune]["partial_leaks"], "report"],
+            ["fresh clean lines changed (any change)", f"**{n_changed(heldout)}**", n_changed(tune), "0"],
             ["not idempotent (fresh files)", "", f"{len(not_idem)}/{len(r_chat) + len(r_clean)}", "0"],
         ], align=["l", "r", "r", "l"]),
         "",
     ]
     fam_rows, fam_json = [], {}
     for fam, group in by(r_chat, lambda row: row["family"]).items():
-        figs = {s: recall(part(group, s)) for s in (HELDOUT, TUNE)}
+        figs = {s: recall(part(group, s)) for s in (heldout, tune)}
         fam_json[fam] = {**figs, "templates": len({r["row"]["template"] for r in group})}
-        fam_rows.append([fam, fam_json[fam]["templates"], pct(figs[HELDOUT]), pct(figs[TUNE]),
-                         f"{figs[HELDOUT]['partial_leaks']} / {figs[TUNE]['partial_leaks']}"])
+        fam_rows.append([fam, fam_json[fam]["templates"], pct(figs[heldout]), pct(figs[tune]),
+                         f"{figs[heldout]['partial_leaks']} / {figs[tune]['partial_leaks']}"])
     lines += [md_table(["fresh family", "templates", "held-out", "tune", "partial leaks (held-out / tune)"],
                        fam_rows), ""]
     clean_rows, clean_json = [], {}
     for fam, group in by(r_clean, lambda row: row["family"]).items():
         counts = {s: {"lines": len(part(group, s)), "changed": sum(r["changed"] for r in part(group, s))}
-                  for s in (HELDOUT, TUNE)}
+                  for s in (heldout, tune)}
         clean_json[fam] = counts
-        clean_rows.append([fam, f"{counts[HELDOUT]['changed']}/{counts[HELDOUT]['lines']}",
-                           f"{counts[TUNE]['changed']}/{counts[TUNE]['lines']}"])
+        clean_rows.append([fam, f"{counts[heldout]['changed']}/{counts[heldout]['lines']}",
+                           f"{counts[tune]['changed']}/{counts[tune]['lines']}"])
     lines += [md_table(["fresh clean family", "held-out changed", "tune changed"], clean_rows), ""]
     missed = {s: sorted({r["row"]["template"] for r in chat[s] if r["missed"]}) for s in chat}
     changed_t = {s: sorted({r["row"]["template"] for r in changed[s]}) for s in changed}
@@ -186,16 +192,16 @@ def fresh_figures(r_chat: list[dict], r_clean: list[dict], show: int) -> tuple[l
             for r in results:
                 n[r["row"]["template"]] += 1
             return ", ".join(f"`{t}` ×{k}" for t, k in sorted(n.items())[:show * 5]) or "none"
-        lines += ["Fresh held-out misses by template (ids only): " + count([r for r in chat[HELDOUT] if r["missed"]]),
-                  "", "Fresh held-out clean lines changed by template (ids only): " + count(changed[HELDOUT]), "",
+        lines += ["Fresh held-out misses by template (ids only): " + count([r for r in chat[heldout] if r["missed"]]),
+                  "", "Fresh held-out clean lines changed by template (ids only): " + count(changed[heldout]), "",
                   "Fresh tune misses (redacted output, one per template):", ""]
         seen: set[str] = set()
-        for r in chat[TUNE]:
+        for r in chat[tune]:
             if r["missed"] and r["row"]["template"] not in seen and len(seen) < show:
                 seen.add(r["row"]["template"])
                 lines.append(f"- `{r['row']['template']}` missed {r['missed']}: `{excerpt(r['out'], 400)}`")
         lines += ["", "Fresh tune clean lines changed (redacted output):", ""]
-        for r in changed[TUNE][:show]:
+        for r in changed[tune][:show]:
             lines.append(f"- `{r['row']['template']}`: `{excerpt(r['out'], 400)}`")
         lines.append("")
     data = {"chat": fig, "chat_families": fam_json,
@@ -217,6 +223,8 @@ def run(show: int, repeat: int) -> tuple[str, dict]:
     clean_chat = load_jsonl(CLEAN_CHAT) if CLEAN_CHAT.exists() else []
     fresh_chat = [row for p in FRESH_CHAT if p.exists() for row in load_jsonl(p)]
     fresh_clean = [row for p in FRESH_CLEAN if p.exists() for row in load_jsonl(p)]
+    fresh2_chat = [row for p in FRESH2_CHAT if p.exists() for row in load_jsonl(p)]
+    fresh2_clean = [row for p in FRESH2_CLEAN if p.exists() for row in load_jsonl(p)]
 
     r_chat = evaluate(chat, redact)
     r_cat = evaluate(catalog, redact)
@@ -225,6 +233,10 @@ def run(show: int, repeat: int) -> tuple[str, dict]:
     r_fchat = evaluate(fresh_chat, redact)
     r_fclean = evaluate(fresh_clean, redact)
     fresh_lines, fresh_data = fresh_figures(r_fchat, r_fclean, show)
+    r_f2chat = evaluate(fresh2_chat, redact)
+    r_f2clean = evaluate(fresh2_clean, redact)
+    fresh2_lines, fresh2_data = fresh_figures(r_f2chat, r_f2clean, show, HELDOUT2, TUNE2, "fresh2",
+                                              "redaction_fresh2_gen")
     mb_s = throughput([row["text"] for row in chat], redact, repeat)
     mb_s_dev = throughput([row["text"] for row in clean_dev], redact, repeat)
 
@@ -249,6 +261,9 @@ def run(show: int, repeat: int) -> tuple[str, dict]:
     def fresh_cell(s: str) -> str:
         return f"{fresh_data['clean'][s]['changed']}/{fresh_data['clean'][s]['lines']}"
 
+    def fresh2_cell(s: str) -> str:
+        return f"{fresh2_data['clean'][s]['changed']}/{fresh2_data['clean'][s]['lines']}"
+
     def dev_cell(s: str) -> str:
         return f"{len(dev_changed[s])}/{dev_n[s]}"
 
@@ -268,6 +283,11 @@ def run(show: int, repeat: int) -> tuple[str, dict]:
              pct(recall(r_fchat)), f"≥ {TARGETS['fresh_chat']:.0%}"],
             ["fresh clean chat lines changed", f"**{fresh_cell(HELDOUT)}**", fresh_cell(TUNE),
              f"{sum(r['changed'] for r in r_fclean)}/{len(r_fclean)}", "0"],
+            ["recall, fresh2 chat corpus (second independent set; odd templates held out)",
+             f"**{pct(fresh2_data['chat'][HELDOUT2])}**", pct(fresh2_data["chat"][TUNE2]),
+             pct(recall(r_f2chat)), f"≥ {TARGETS['fresh_chat']:.0%}"],
+            ["fresh2 clean chat lines changed", f"**{fresh2_cell(HELDOUT2)}**", fresh2_cell(TUNE2),
+             f"{sum(r['changed'] for r in r_f2clean)}/{len(r_f2clean)}", "0"],
             row3("recall, chat-style credentials", chat_fig, f"≥ {TARGETS['chat']:.0%}"),
             row3("recall, catalog examples (realistic values)", cat_fig, f"≥ {TARGETS['catalog']:.0%}"),
             row3("recall, gitleaks-derived subset", gl_fig, f"≥ {TARGETS['gitleaks']:.0%}"),
@@ -284,6 +304,7 @@ def run(show: int, repeat: int) -> tuple[str, dict]:
         ], align=["l", "r", "r", "r", "l"]),
         "",
         *fresh_lines,
+        *fresh2_lines,
         "### Chat families",
         "",
     ]
@@ -371,8 +392,9 @@ def run(show: int, repeat: int) -> tuple[str, dict]:
         "version": REDACTION_VERSION, "fingerprint": fingerprint, "commit": git_commit(),
         "machine": machine(),
         "sizes": {"chat": len(chat), "catalog": len(catalog), "clean_dev": len(clean_dev),
-                  "clean_chat": len(clean_chat), "chat_fresh": len(fresh_chat), "clean_chat_fresh": len(fresh_clean)},
-        "fresh": fresh_data,
+                  "clean_chat": len(clean_chat), "chat_fresh": len(fresh_chat), "clean_chat_fresh": len(fresh_clean),
+                  "chat_fresh2": len(fresh2_chat), "clean_chat_fresh2": len(fresh2_clean)},
+        "fresh": fresh_data, "fresh2": fresh2_data,
         "chat": chat_fig, "catalog": cat_fig, "gitleaks": gl_fig, "trufflehog": th_fig,
         "chat_families": fam_json, "catalog_sources": src_json, "catalog_vendors": vendor_json,
         "clean_dev": {s: {"changed": len(dev_changed[s]), "lines": dev_n[s]} for s in dev_changed},
