@@ -1,4 +1,4 @@
-"""Search-path queries awaited on the calling thread's own loop (exporters.lancedb.direct):
+"""Search-path reads awaited on the calling thread's own loop (exporters.lancedb.direct):
 the same answers as lancedb's synchronous API, from any thread, and on lancedb's background
 loop wherever a loop already runs."""
 
@@ -15,7 +15,7 @@ from fake_embedder import FakeEmbedder
 from lancedb.query import MatchQuery
 from lancedb.table import AsyncTable
 
-from exporters.lancedb import direct
+from exporters.lancedb import direct, lance_private
 from exporters.lancedb.schema import refine_factor
 from indexer.core.scopes import Scope
 from tests.test_lancedb_ann import indexed, scope_where  # noqa: F401  (fixture)
@@ -69,9 +69,8 @@ def _answers(retriever, table) -> dict:
 
 def test_the_pinned_lancedb_gives_the_async_handle(indexed) -> None:  # noqa: F811
     _, _, table = indexed
-    assert isinstance(direct.handle(table), AsyncTable)
-    with pytest.raises(TypeError, match="not the one pyproject.toml pins"):
-        direct.handle(object())
+    assert isinstance(lance_private.async_handle(table), AsyncTable)  # the pin: the fast path is taken
+    assert isinstance(direct.reads(table), direct.AsyncReads)
 
 
 def test_direct_queries_answer_as_the_synchronous_api(indexed, runs, queued) -> None:  # noqa: F811
@@ -171,12 +170,12 @@ def test_the_search_path_never_queues_on_lancedb_s_background_loop(indexed, queu
 
 
 def test_collect_equals_to_arrow_without_reading_the_schema(indexed, monkeypatch) -> None:  # noqa: F811
-    """direct.collect drains the query's native stream: the same Arrow table as lancedb's
+    """lance_private.collect drains the query's native stream: the same Arrow table as lancedb's
     ``to_arrow()`` (which first awaits the table's schema, for blob columns these tables lack)."""
     from lancedb._blob import blob_auto_row_id_for_scan
 
     _, _, table = indexed
-    fast = direct.handle(table)
+    fast = lance_private.async_handle(table)
     q = FakeEmbedder().embed_query("rockets and budgets")
     rowids = table.search().select(["id"]).with_row_id(True).limit(5).to_arrow().column("_rowid").to_pylist()
     builders = {
@@ -196,7 +195,7 @@ def test_collect_equals_to_arrow_without_reading_the_schema(indexed, monkeypatch
 
     monkeypatch.setattr(AsyncTable, "schema", counting)
     for name, make in builders.items():
-        got = direct.run(direct.collect(make()))
+        got = direct.run(lance_private.collect(make()))
         assert got.equals(expected[name]) and got.num_rows > 0, name
     assert schema_reads == []
     # why skipping that read is sound: no column of these tables is a blob column
@@ -214,8 +213,8 @@ def test_collect_leaves_a_reranked_query_to_lancedb(indexed) -> None:  # noqa: F
             raise AssertionError("not a hybrid query")
 
     _, _, table = indexed
-    query = direct.handle(table).query().nearest_to_text(MatchQuery("rockets budgets", "text")).select(["id"]) \
+    query = lance_private.async_handle(table).query().nearest_to_text(MatchQuery("rockets budgets", "text")).select(["id"]) \
         .limit(10)
-    plain = direct.run(direct.collect(query)).column("id").to_pylist()
-    reranked = direct.run(direct.collect(query.rerank(Reversed()))).column("id").to_pylist()
+    plain = direct.run(lance_private.collect(query)).column("id").to_pylist()
+    reranked = direct.run(lance_private.collect(query.rerank(Reversed()))).column("id").to_pylist()
     assert len(plain) > 1 and reranked == plain[::-1]

@@ -1,21 +1,18 @@
-"""Search-path LanceDB queries run on the calling thread's own event loop.
+"""The search path's reads of one LanceDB table: awaited on the calling thread's own event loop.
 
-lancedb's synchronous API runs every call on one background asyncio loop
-thread (``LanceDBBackgroundEventLoop``) and hands each result back through it;
-with the full-text and vector stages of several searches in flight, every
-call queues on that one thread. The search path's queries (vector, full text,
-the take of the shown rows) run instead on the table's async handle — the same
-table, session and caches, so the same version and the same rows — awaited on
-an event loop that belongs to the calling thread. Measured on the 100k corpus
-(bench/RESULTS.md "Query latency", 2026-11-24): the full-text stage of one
-thread 7.8 → 5.5 ms, 4 threads 214 → 264 queries/s.
+lancedb's synchronous API runs every call on one background asyncio loop thread
+(``LanceDBBackgroundEventLoop``) and hands each result back through it; with the full-text and
+vector stages of several searches in flight, every call queues on that one thread. The search
+path's reads (vector, full text, a filter's rows, the take of the shown rows, the version and
+a routing count) run instead on the table's async handle — the same table, session and caches,
+so the same version and the same rows — awaited on an event loop that belongs to the calling
+thread (:class:`AsyncReads`).
 
-``lancedb.table.LanceTable`` keeps its async handle in ``_table``; lancedb is
-pinned (pyproject.toml), :func:`handle` checks the type, and
-``tests/test_lancedb_direct.py`` fails on a pin that stores it otherwise.
-A thread that already runs an event loop (an async caller) cannot run a second
-one: its queries are awaited on lancedb's background loop, as the synchronous
-API would.
+The async handle is a private attribute of lancedb's table
+(:mod:`exporters.lancedb.lance_private`); where the installed lancedb has none, the same reads
+go through lancedb's synchronous API (:class:`SyncReads`): the same answers, the plain library
+path. A thread that already runs an event loop (an async caller) cannot run a second one: its
+reads are awaited on lancedb's background loop, as the synchronous API would.
 """
 
 from __future__ import annotations
@@ -24,13 +21,15 @@ import asyncio
 import threading
 from typing import Any
 
+import numpy as np
+
+from exporters.lancedb import lance_private
+
 _local = threading.local()
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
-    """uvloop's loop where installed (each search awaits about nine native calls on it; 4
-    search threads answered more queries a second than on asyncio's loop, bench/RESULTS.md),
-    else asyncio's."""
+    """uvloop's loop where installed (each search awaits about nine native calls on it), else asyncio's."""
     try:
         import uvloop
     except ImportError:
@@ -51,17 +50,6 @@ class _ThreadLoop:
             self.loop.close()  # its selector and self-pipe sockets
 
 
-def handle(table: Any):
-    """The async handle of a synchronous LanceDB table (the same table, session and caches)."""
-    from lancedb.table import AsyncTable
-
-    inner = getattr(table, "_table", None)
-    if not isinstance(inner, AsyncTable):  # tests/test_lancedb_direct.py fails first on such a pin
-        raise TypeError(f"lancedb {type(table).__name__} has no async handle in `_table`: "
-                        "this lancedb version is not the one pyproject.toml pins")
-    return inner
-
-
 def run(awaitable: Any) -> Any:
     """Await ``awaitable`` on this thread's own event loop (made on first use, kept for the
     thread's life: the search threads are pool threads); on lancedb's background loop, as its
@@ -78,29 +66,92 @@ def run(awaitable: Any) -> Any:
     return LOOP.run(awaitable)
 
 
-async def collect(query: Any):
-    """``query``'s rows as one Arrow table: the query's native stream, collected.
-
-    lancedb's ``to_arrow()`` first awaits the table's schema (to add a row id for blob
-    columns; these tables have none) and wraps the batches twice in Python; without them,
-    4 search threads answered ~10 % more queries a second in-process (bench/RESULTS.md
-    "API under load", 2026-11-24). A query with a reranker goes the library's way."""
-    if getattr(query, "_reranker", None) is not None:
-        return await query.to_arrow()
-    import pyarrow as pa
-
-    stream = await query._inner.execute(max_batch_length=None, timeout=None)
-    batches = [batch async for batch in stream]
-    return pa.Table.from_batches(batches, schema=stream.schema)
+def _shape(query, where: str | None, select: list[str], with_row_id: bool, limit: int | None, **filter_kw):
+    """A filter that every row passes is not sent (``where`` None): LanceDB would evaluate it on
+    every row for every query. Every filter is a prefilter."""
+    if where is not None:
+        query = query.where(where, **filter_kw)
+    return query.select(select)
 
 
-class Direct:
-    """An async LanceDB query with the synchronous builders' ``to_arrow()``."""
+class AsyncReads:
+    """One table's search reads on its async handle, awaited on this thread's loop."""
 
-    __slots__ = ("query",)
+    __slots__ = ("handle",)
 
-    def __init__(self, query: Any) -> None:
-        self.query = query
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
 
-    def to_arrow(self):
-        return run(collect(self.query))
+    def _arrow(self, query, with_row_id: bool, limit: int | None):
+        query = query.with_row_id() if with_row_id else query
+        return run(lance_private.collect(query if limit is None else query.limit(limit)))
+
+    def knn(self, vector: np.ndarray, where: str | None, select: list[str], with_row_id: bool, limit: int,
+            nprobes: int | None, refine: int):
+        q = _shape(self.handle.query().nearest_to(vector).column("vector").distance_type("cosine"), where, select,
+                   with_row_id, limit)
+        q = q.bypass_vector_index() if nprobes is None else q.nprobes(nprobes).refine_factor(refine)
+        return self._arrow(q, with_row_id, limit)
+
+    def fts(self, text: str, where: str | None, select: list[str], with_row_id: bool, limit: int):
+        from lancedb.query import MatchQuery
+
+        q = self.handle.query().nearest_to_text(MatchQuery(text, "text"))
+        return self._arrow(_shape(q, where, select, with_row_id, limit), with_row_id, limit)
+
+    def scan(self, where: str, select: list[str], with_row_id: bool, limit: int):
+        return self._arrow(_shape(self.handle.query(), where, select, with_row_id, limit), with_row_id, limit)
+
+    def take(self, rowids: list[int], select: list[str]):
+        return self._arrow(self.handle.take_row_ids(rowids).select(select), True, None)
+
+    def version(self) -> int:
+        return int(run(self.handle.version()))
+
+    def count(self, sql: str) -> int:
+        return int(run(self.handle.count_rows(sql)))
+
+
+class SyncReads:
+    """The same reads through lancedb's synchronous (public) API."""
+
+    __slots__ = ("table",)
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+
+    def knn(self, vector: np.ndarray, where: str | None, select: list[str], with_row_id: bool, limit: int,
+            nprobes: int | None, refine: int):
+        q = self.table.search(vector, vector_column_name="vector").distance_type("cosine")
+        q = _shape(q, where, select, with_row_id, limit, prefilter=True).with_row_id(with_row_id).limit(limit)
+        q = q.bypass_vector_index() if nprobes is None else q.nprobes(nprobes).refine_factor(refine)
+        return q.to_arrow()
+
+    def fts(self, text: str, where: str | None, select: list[str], with_row_id: bool, limit: int):
+        from lancedb.query import MatchQuery
+
+        q = self.table.search(MatchQuery(text, "text"), query_type="fts")
+        return _shape(q, where, select, with_row_id, limit, prefilter=True).with_row_id(with_row_id) \
+            .limit(limit).to_arrow()
+
+    def scan(self, where: str, select: list[str], with_row_id: bool, limit: int):
+        q = _shape(self.table.search(), where, select, with_row_id, limit, prefilter=True)
+        return q.with_row_id(with_row_id).limit(limit).to_arrow()
+
+    def take(self, rowids: list[int], select: list[str]):
+        return self.table.take_row_ids(rowids).select(select).with_row_id().to_arrow()
+
+    def version(self) -> int:
+        return int(self.table.version)
+
+    def count(self, sql: str) -> int:
+        return int(self.table.count_rows(sql))
+
+
+def reads(table: Any) -> AsyncReads | SyncReads:
+    """The search reads of ``table``: on its async handle where this lancedb exposes one."""
+    handle = lance_private.async_handle(table)
+    return SyncReads(table) if handle is None else AsyncReads(handle)
+
+
+__all__ = ["AsyncReads", "SyncReads", "reads", "run"]

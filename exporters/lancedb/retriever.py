@@ -27,7 +27,8 @@ return row addresses and scores only.
 
 The search path's calls (vector and full-text queries, the take of the shown rows, the
 version and routing counts) are awaited on the calling thread's own event loop
-(:mod:`exporters.lancedb.direct`), not queued on lancedb's one background loop thread.
+(:mod:`exporters.lancedb.direct`), not queued on lancedb's one background loop thread; where the
+installed lancedb lacks the private handle this needs, through its synchronous API.
 Tables of a local folder are read through io_uring where the kernel allows it
 (:mod:`exporters.lancedb.local_reads`).
 """
@@ -62,7 +63,7 @@ from exporters.lancedb.schema import (
     vector_nprobes,
 )
 from exporters.lancedb.store import _connect, _paths_of, _read_doc, new_session
-from exporters.lancedb.where import Where, _as_where, _needs_details, _prefiltered, _shaped
+from exporters.lancedb.where import Where, _as_where, _needs_details, _sent
 from indexer.core.scopes import ScopeFilter
 
 _WORD = re.compile(r"[\w']+", re.UNICODE)
@@ -266,8 +267,7 @@ class Retriever:
         got: dict[str, dict] = {}
         rowids = [row.get("_rowid") for row in rows]
         if all(r is not None for r in rowids):  # a take by row address: no index lookup
-            taken = direct.run(direct.collect(direct.handle(table).take_row_ids(rowids).select(["id", *wanted])
-                                              .with_row_id())).to_pylist()
+            taken = direct.reads(table).take(rowids, ["id", *wanted]).to_pylist()
             by_address = {x["_rowid"]: x["id"] for x in taken}
             if any(by_address.get(row["_rowid"], row["id"]) != row["id"] for row in rows):
                 # an address holds another row than the candidate said: never show it
@@ -297,13 +297,10 @@ class Retriever:
             if rows is not None:
                 return rows
         nprobes = self.vector_route(table, where)
-        fast = direct.handle(table)
+        reads = direct.reads(table)
 
-        def knn(select: list[str], with_row_id: bool):  # a fresh builder each time: they change in place
-            q = _shaped(_prefiltered(fast.query().nearest_to(vector).column("vector").distance_type("cosine"), where),
-                        select, with_row_id, limit)
-            q = q.bypass_vector_index() if nprobes is None else q.nprobes(nprobes).refine_factor(refine_factor(limit))
-            return direct.Direct(q)
+        def knn(select: list[str], with_row_id: bool):
+            return reads.knn(vector, _sent(where), select, with_row_id, limit, nprobes, refine_factor(limit))
 
         rows = self._rows(table, knn, columns, ["_distance"])[0]
         if (nprobes is not None and len(rows) < limit
@@ -328,10 +325,10 @@ class Retriever:
             seen = self._crowded.get(key)
             if seen is not None and now - seen < COUNT_TTL_S:
                 return None
-        fast = direct.handle(table)
+        reads = direct.reads(table)
 
         def scan(select: list[str], with_row_id: bool):
-            return direct.Direct(_shaped(fast.query().where(where.sql), select, with_row_id, limit + 1))
+            return reads.scan(where.sql, select, with_row_id, limit + 1)
 
         rows, tbl = self._rows(table, scan, columns, ["vector"])
         if len(rows) > limit:
@@ -362,7 +359,7 @@ class Retriever:
         (scores, vectors): the rank columns from memory when they are the ones asked for, else
         from the table. Returns the rows (without ``vector``) and the Arrow result (for ``extra``)."""
         if self.rank_caches.enabled and columns == self.rank_columns(table):
-            tbl = query(extra, True).to_arrow()
+            tbl = query(extra, True)
             rows = self.rank_caches.rows(table, tbl.column("_rowid").to_pylist(), columns)
             if rows is not None:
                 for name in extra:
@@ -370,7 +367,7 @@ class Retriever:
                         for row, value in zip(rows, tbl.column(name).to_pylist()):
                             row[name] = value
                 return rows, tbl
-        tbl = query([*columns, *extra], _needs_details(columns)).to_arrow()
+        tbl = query([*columns, *extra], _needs_details(columns))
         return tbl.drop_columns([c for c in ("vector",) if c in tbl.column_names]).to_pylist(), tbl
 
     def vector_route(self, table, where: Where | str) -> int | None:
@@ -402,7 +399,7 @@ class Retriever:
 
     def version(self, table) -> int:
         """The table's latest version (a check of the table's manifest; awaited directly)."""
-        return int(direct.run(direct.handle(table).version()))
+        return direct.reads(table).version()
 
     def count(self, table, sql: str) -> int:
         """Rows matching ``sql``; reused for ``COUNT_TTL_S`` (it only routes a query)."""
@@ -412,7 +409,7 @@ class Retriever:
             hit = self._counts.get(key)
             if hit is not None and now - hit[1] < COUNT_TTL_S:
                 return hit[0]
-        n = int(direct.run(direct.handle(table).count_rows(sql)))
+        n = direct.reads(table).count(sql)
         with self._lock:
             self._counts[key] = (n, now)
             self._counts.move_to_end(key)
@@ -426,18 +423,15 @@ class Retriever:
         ``with_vectors`` (converted column-wise: a Python list per vector would cost more than
         the query). Raises :class:`FtsUnavailable` when the full-text index cannot answer:
         never an empty answer in its place."""
-        from lancedb.query import MatchQuery
-
         text = " ".join(_WORD.findall(query))
         if not text:
             return [], None
         where = _as_where(where)
 
-        fast = direct.handle(table)
+        reads = direct.reads(table)
 
         def fts(select: list[str], with_row_id: bool):
-            return direct.Direct(_shaped(_prefiltered(fast.query().nearest_to_text(MatchQuery(text, "text")), where),
-                                         select, with_row_id, limit))
+            return reads.fts(text, _sent(where), select, with_row_id, limit)
 
         try:
             rows, tbl = self._rows(table, fts, columns, [*(["vector"] if with_vectors else []), "_score"])

@@ -11,7 +11,7 @@ from exporters.lancedb.schema import DETAIL_COLUMNS
 class Where:
     """A prefilter: its SQL, and whether it admits every row of the table (the persona
     scope over both sources, no session excluded): such a filter routes without counting
-    and is not sent to LanceDB at all (:func:`_prefiltered`)."""
+    and is not sent to LanceDB at all (:func:`_sent`)."""
 
     sql: str
     whole: bool = False
@@ -27,17 +27,12 @@ def _as_where(where: Where | str) -> Where:
     return where if isinstance(where, Where) else Where(str(where))
 
 
-def _prefiltered(query, where: Where):
-    """``query`` (an async LanceDB query: it prefilters) filtered by ``where``; a filter every
-    row passes is not sent: LanceDB would evaluate it on every row of the table for every
-    query (the persona scope at 1M rows: 7 ms of a 25 ms vector stage). The searcher's
-    per-row scope check still runs."""
-    return query if where.whole else query.where(where.sql)
-
-
-def _shaped(query, select: list[str], with_row_id: bool, limit: int):
-    query = query.select(select)
-    return (query.with_row_id() if with_row_id else query).limit(limit)
+def _sent(where: Where) -> str | None:
+    """The SQL of ``where`` as sent to LanceDB (always a prefilter), or None: a filter every row
+    passes is not sent, since LanceDB would evaluate it on every row of the table for every query
+    (the persona scope at 1M rows: 7 ms of a 25 ms vector stage). The searcher's per-row scope
+    check still runs."""
+    return None if where.whole else where.sql
 
 
 def _needs_details(columns: list[str]) -> bool:
