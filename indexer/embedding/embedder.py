@@ -43,7 +43,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from indexer.embedding import model_files, native_memory, packaged
+from indexer.embedding import fastembed_private, model_files, native_memory, packaged
 
 DEFAULT_MODEL = packaged.DEFAULT.name
 DEFAULT_BATCH_SIZE = 32
@@ -220,7 +220,11 @@ class FastEmbedder:
 
         inner = getattr(self._model, "model", None)
         if folder is None:
-            folder = Path(getattr(inner, "_model_dir", "") or ".")
+            try:
+                folder = fastembed_private.model_folder(inner)
+            except Exception as e:  # the model loaded from this cache a moment ago: a cache changed since
+                raise EmbeddingError(f"cannot find the folder of embedding model {model_name!r} in fastembed's "
+                                     f"local cache: {type(e).__name__}: {e}") from e
         self.model_dir = folder
         self._tokenizer = self._count_tokenizer(inner, folder)
         self.max_tokens = self._read_max_tokens(inner, folder)
@@ -236,44 +240,27 @@ class FastEmbedder:
     # ------------------------------------------------------------------ helpers
 
     def _load_session(self, inner: Any) -> None:
-        """Build the ONNX Runtime session through fastembed's own loader, adding the
-        options it does not expose. fastembed builds the ``SessionOptions`` and hands
-        them to ``add_extra_session_options`` (its hook for ``enable_cpu_mem_arena``)
-        just before creating the session; ours sets the spinning keys there too."""
-        base = inner.add_extra_session_options
+        """Build the ONNX Runtime session through fastembed's own loader, adding the options it
+        does not expose (:mod:`indexer.embedding.fastembed_private`): threads that do not spin
+        (busy-wait) between parallel sections, and the arena shrunk at the end of every run."""
         spin = "1" if self.allow_spinning else "0"
 
-        def add_extra_session_options(options, extra):
-            base(options, extra)
+        def no_spinning(options) -> None:
             for key in SPIN_KEYS:
                 options.add_session_config_entry(key, spin)
-            self.session_options = options
 
-        inner.add_extra_session_options = add_extra_session_options
-        try:
-            inner.load_onnx_model()
-        finally:
-            del inner.add_extra_session_options  # back to the class's method
-        if self.session_options is None:
-            raise EmbeddingError("fastembed did not pass its session options through add_extra_session_options "
-                                 "(an incompatible fastembed version): the session would spin")
+        self.session_options = fastembed_private.load_session(inner, no_spinning)
         if self.cpu_mem_arena and self.release_memory:
             import onnxruntime
 
             self.run_options = onnxruntime.RunOptions()
             self.run_options.add_run_config_entry(SHRINK_KEY, "cpu:0")
-            session = inner.model
-            run = session.run  # fastembed's every model call: session.run(output_names, input_feed)
-
-            def run_and_shrink(output_names, input_feed, run_options=None):
-                return run(output_names, input_feed, run_options or self.run_options)
-
-            session.run = run_and_shrink
+            fastembed_private.shrink_arena_after_runs(inner, self.run_options)
 
     @property
     def session(self):
         """The ``onnxruntime.InferenceSession`` (one for documents and queries)."""
-        return self._model.model.model
+        return fastembed_private.session(self._model.model)
 
     def model_tokens(self, texts: Sequence[str]) -> list[int]:
         """Tokens the model runs for each text: special tokens included, cut at the window."""
