@@ -216,6 +216,28 @@ def test_the_sync_worker_trims_when_idle_and_counts_it(tmp_path):
     assert b"ledger_indexer_memory_trim_seconds_count 1.0" in daemon.metrics.render()
 
 
+def test_without_glibc_nothing_is_trimmed_and_the_vectors_are_the_same(small_batches: FastEmbedder, tmp_path,
+                                                                       monkeypatch):
+    """The plain path of :mod:`indexer.embedding.native_memory` (a C library that is not glibc, e.g.
+    musl): no trim, no tuning, one event, the same vectors, and a worker that counts no trims."""
+    from structlog.testing import capture_logs
+
+    from indexer.service.worker import SyncWorker
+
+    texts = mixed_texts(12)
+    shipped = small_batches.embed(texts)
+    monkeypatch.setattr(native_memory, "_libc", False)  # not looked up yet
+    monkeypatch.setattr(native_memory.ctypes, "CDLL", lambda *a, **k: SimpleNamespace())  # no gnu_get_libc_version
+    with capture_logs() as logs:
+        assert not native_memory.available() and native_memory.trim() is None
+        np.testing.assert_array_equal(small_batches.embed(texts), shipped)
+        config = load_config(None, env={}, overrides={"index": {"dir": str(tmp_path)}})
+        daemon = SimpleNamespace(config=config, metrics=Metrics())
+        SyncWorker(daemon)._trim_memory("idle")
+    assert b"ledger_indexer_memory_trim_seconds_count 0.0" in daemon.metrics.render()
+    assert [e["event"] for e in logs if e["event"].startswith("memory.")] == ["memory.native_tuning_unavailable"]
+
+
 _ARENA_PROBE = r"""
 import ctypes, os, re, sys, tempfile, threading
 sys.path.insert(0, sys.argv[1])

@@ -23,7 +23,9 @@ that keep their pages (the Arrow tables of query results, built on the API's
 threads): :func:`configure` makes Arrow allocate from the system allocator
 too, so those pages follow the same rules.
 
-Both are no-ops where the C library is not glibc. :func:`rss_bytes` and
+Both are no-ops where the C library is not glibc (one ``memory.native_tuning_unavailable`` event
+says so). This module is the only one that calls into the C library's allocator; the sync worker
+and the embedder call :func:`trim` and :func:`configure`. :func:`rss_bytes` and
 :func:`peak_rss_bytes` read ``/proc/self/status`` (VmRSS, VmHWM), with
 ``getrusage`` as the fallback for the peak.
 """
@@ -37,6 +39,10 @@ import resource
 import sys
 import threading
 import time
+
+import structlog
+
+log = structlog.get_logger("indexer.embedding")
 
 M_MMAP_THRESHOLD = -3  # mallopt parameter numbers (malloc.h)
 M_ARENA_MAX = -8
@@ -64,6 +70,9 @@ def _glibc() -> ctypes.CDLL | None:
                 lib = candidate
             except (OSError, AttributeError):  # musl or another libc: nothing to tune
                 lib = None
+        if lib is None:
+            log.info("memory.native_tuning_unavailable", platform=sys.platform,
+                     reason="the C library is not glibc: no mmap threshold, arena cap or malloc_trim")
         _libc = lib
     return _libc  # type: ignore[return-value]
 
