@@ -11,6 +11,10 @@ On the latency benchmark's corpus (``bench.latency``: built or reused), one proc
 - ``asyncio loop``: the thread's own loop from asyncio instead of uvloop;
 - ``threads``: ``[index] local_reads = "threads"`` (lance's thread pool, no io_uring).
 
+Every variant but ``threads`` runs on one ``Searcher`` (module switches): their answers must be
+identical to ``shipped``'s. ``threads`` is a second searcher: on an index with an IVF vector index,
+two searchers may order near-equal persona-scope hits differently (two ``shipped`` searchers do too).
+
 At the end, one ``malloc_trim`` (what the sync worker's idle trim does) and the memory it released.
 
     python -m bench.adapters_ab [--size 10k|100k] [--queries 40] [--rounds 4] [--variants a,b]
@@ -105,7 +109,10 @@ def run(size: str, n: int, rounds: int, variants: Sequence[str]) -> dict:
     questions = locomo_questions()
     random.Random(5).shuffle(questions)
     labels = session_labels(info["sessions"])
-    searchers = {v: _searcher(info, real, v) for v in variants}
+    # one searcher for the variants that switch a module (the same caches and index handles: answers
+    # must be identical); "threads" opens its own (another reader of the same files)
+    shared = _searcher(info, real, "shipped")
+    searchers = {v: _searcher(info, real, v) if v == "threads" else shared for v in variants}
     out: dict = {"size": size, "chunks": info["chunks"], "queries": n, "rounds": rounds, "load_before": loadavg(),
                  "commit": _commit(), "reads": {v: s.index_reads for v, s in searchers.items()}, "runs": []}
     same: dict[str, bool] = {}
@@ -129,7 +136,7 @@ def run(size: str, n: int, rounds: int, variants: Sequence[str]) -> dict:
     trimmed = native_memory.trim()  # what the worker's idle trim gives back after these searches
     out["idle_trim"] = {"rss_mb": rss / 2**20, "released_mb": trimmed[0] / 2**20 if trimmed else 0.0,
                         "ms": trimmed[1] * 1000 if trimmed else 0.0}
-    for s in searchers.values():
+    for s in {id(x): x for x in searchers.values()}.values():
         s.close()
     out["same_answers"] = same
     out["load_after"] = loadavg()

@@ -45,7 +45,7 @@ def child(root: str, variant: str) -> dict:
                           timeout=600)
     if proc.returncode != 0:
         raise SystemExit(f"child failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads([line for line in proc.stdout.splitlines() if line.startswith('{"rss_mb"')][-1])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
