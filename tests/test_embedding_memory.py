@@ -204,25 +204,10 @@ def test_metrics_export_process_memory_and_the_peak():
     assert values["ledger_indexer_memory_trim_released_bytes_total"] == 3 * 2**20
 
 
-def test_the_sync_worker_trims_when_idle_and_counts_it(tmp_path):
-    from indexer.service.worker import SyncWorker
-
-    if not native_memory.available():
-        pytest.skip("not glibc")
-    config = load_config(None, env={}, overrides={"index": {"dir": str(tmp_path)}})
-    daemon = SimpleNamespace(config=config, metrics=Metrics())
-    worker = SyncWorker(daemon)
-    worker._trim_memory("idle")
-    assert b"ledger_indexer_memory_trim_seconds_count 1.0" in daemon.metrics.render()
-
-
-def test_without_glibc_nothing_is_trimmed_and_the_vectors_are_the_same(small_batches: FastEmbedder, tmp_path,
-                                                                       monkeypatch):
+def test_without_glibc_nothing_is_trimmed_and_the_vectors_are_the_same(small_batches: FastEmbedder, monkeypatch):
     """The plain path of :mod:`indexer.embedding.native_memory` (a C library that is not glibc, e.g.
-    musl): no trim, no tuning, one event, the same vectors, and a worker that counts no trims."""
+    musl): no trim, no tuning, one event, the same vectors."""
     from structlog.testing import capture_logs
-
-    from indexer.service.worker import SyncWorker
 
     texts = mixed_texts(12)
     shipped = small_batches.embed(texts)
@@ -231,10 +216,6 @@ def test_without_glibc_nothing_is_trimmed_and_the_vectors_are_the_same(small_bat
     with capture_logs() as logs:
         assert not native_memory.available() and native_memory.trim() is None
         np.testing.assert_array_equal(small_batches.embed(texts), shipped)
-        config = load_config(None, env={}, overrides={"index": {"dir": str(tmp_path)}})
-        daemon = SimpleNamespace(config=config, metrics=Metrics())
-        SyncWorker(daemon)._trim_memory("idle")
-    assert b"ledger_indexer_memory_trim_seconds_count 0.0" in daemon.metrics.render()
     assert [e["event"] for e in logs if e["event"].startswith("memory.")] == ["memory.native_tuning_unavailable"]
 
 

@@ -164,7 +164,7 @@ class SyncConfig(_Section):
     interval_seconds: float = Field(30.0, gt=0)
     debounce_ms: int = Field(200, ge=0)
     maintenance_minutes: float = Field(10.0, gt=0)
-    # the worker returns freed native memory (malloc_trim) at most this often when idle; 0: never
+    # no longer used (issue 37: the worker's trims released 1-8 MB); accepted so existing configs load
     trim_memory_seconds: float = Field(60.0, ge=0)
     # Documents per sink write; their hashes are committed after each. Bigger writes are faster
     # (a LanceDB write has a fixed cost, and the embedder sorts each write's texts by tokens, so

@@ -1,10 +1,9 @@
 """The sync worker: the one thread that runs every ``sync_once()``, forced reindexes and
 maintenance, with capped, jittered backoff on errors (so syncs never overlap).
 
-It also gives freed native memory back to the OS (``malloc_trim``, see
-:mod:`indexer.embedding.native_memory`): after a pass that wrote documents, and
-when idle at most every ``[sync] trim_memory_seconds`` (the API's query threads
-allocate through the same allocators: LanceDB, ONNX Runtime)."""
+Freed native memory goes back to the OS where it is freed in bulk: after each ``embed`` call
+(:mod:`indexer.embedding.native_memory`). The worker's own trims (after a pass, and when idle)
+released 1–8 MB of a 400–600 MB daemon and were removed (issue 37)."""
 
 from __future__ import annotations
 
@@ -91,7 +90,6 @@ class SyncWorker:
         self._lock = threading.Lock()
         self._not_before = 0.0
         self._errors = RateLimitedLogger(log, every_s=60)
-        self._last_trim = time.monotonic()
         self._counter: PassProgress | None = None
         self.thread = threading.Thread(target=self._loop, name="sync-worker", daemon=True)
 
@@ -157,9 +155,6 @@ class SyncWorker:
             self._wake.clear()
             if stop.is_set():
                 break
-            every = self.d.config.sync.trim_memory_seconds
-            if every > 0 and time.monotonic() - self._last_trim >= every:
-                self._trim_memory("idle")
             if time.monotonic() < self._not_before:  # backing off after an error
                 stop.wait(min(1.0, self._not_before - time.monotonic()))
                 continue
@@ -203,22 +198,7 @@ class SyncWorker:
             self._errors.success("sync")
         stats.consecutive_errors, self._not_before = 0, 0.0
         self.d.metrics_sync(seconds, summary.documents_written, ok=True)  # after last_summary is set
-        if summary.documents_written and self.d.config.sync.trim_memory_seconds > 0:
-            self._trim_memory("pass")
         return summary.as_dict()
-
-    def _trim_memory(self, why: str) -> None:
-        from indexer.embedding import native_memory
-
-        self._last_trim = time.monotonic()
-        result = native_memory.trim()
-        if result is None:
-            return
-        released, seconds = result
-        if self.d.metrics is not None:
-            self.d.metrics.observe_trim(released, seconds)
-        log.debug("memory.trimmed", why=why, released_mb=round(released / 2**20, 1), ms=round(seconds * 1000, 2),
-                  rss_mb=round(native_memory.rss_bytes() / 2**20))
 
     def _publish_chunks(self, personas) -> None:
         """Chunk counts for status, read here on the worker's thread (which owns the sink)."""
