@@ -5,10 +5,8 @@ On the latency benchmark's corpus (``bench.latency``: built or reused), one proc
 ``--queries`` hybrid searches per scope on one thread, then the same number on 4 threads at once:
 
 - ``shipped``: every speed-up on (io_uring reads where the kernel allows, the async handle awaited
-  on the thread's own uvloop loop, the native stream drained without ``to_arrow()``);
+  on the thread's own loop);
 - ``plain lancedb``: ``lance_private.USE_PRIVATE = False`` (lancedb's synchronous API);
-- ``to_arrow``: the async handle kept, results through the public ``await query.to_arrow()``;
-- ``asyncio loop``: the thread's own loop from asyncio instead of uvloop;
 - ``threads``: ``[index] local_reads = "threads"`` (lance's thread pool, no io_uring).
 
 Every variant but ``threads`` runs on one ``Searcher`` (module switches): their answers must be
@@ -23,7 +21,6 @@ At the end, one ``malloc_trim`` (what the sync worker's idle trim does) and the 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import random
 import statistics
@@ -53,19 +50,15 @@ THREADS = 4
 @contextmanager
 def _variant(name: str):
     """Switch one speed-up off for the searches of ``name`` (module switches; restored after)."""
-    from exporters.lancedb import direct, lance_private
+    from exporters.lancedb import lance_private
 
-    saved = (lance_private.USE_PRIVATE, lance_private._native, direct._new_loop)
+    saved = lance_private.USE_PRIVATE
     if name == "plain lancedb":
         lance_private.USE_PRIVATE = False
-    elif name == "to_arrow":
-        lance_private._native = lambda query: None
-    elif name == "asyncio loop":
-        direct._new_loop = asyncio.new_event_loop
     try:
         yield
     finally:
-        lance_private.USE_PRIVATE, lance_private._native, direct._new_loop = saved
+        lance_private.USE_PRIVATE = saved
 
 
 def _searcher(info: dict, real, variant: str):
@@ -179,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--size", default="10k", choices=sorted(SIZES))
     ap.add_argument("--queries", type=int, default=40)
     ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--variants", default="shipped,plain lancedb,to_arrow,asyncio loop,threads")
+    ap.add_argument("--variants", default="shipped,plain lancedb,threads")
     args = ap.parse_args(argv)
     res = run(args.size, args.queries, args.rounds, [v.strip() for v in args.variants.split(",")])
     md = report(res)

@@ -1,5 +1,5 @@
-"""The LanceDB adapter (exporters.lancedb.lance_private): where the installed lancedb lacks a
-private attribute the search path reads, the public API answers — the same rows, scores and
+"""The LanceDB adapter (exporters.lancedb.lance_private): where the installed lancedb keeps no async
+handle in the table's private ``_table``, the synchronous API answers — the same rows, scores and
 distances — and one ``lancedb.private_api_missing`` event says so. Real LanceDB; the real model
 for a whole search."""
 
@@ -8,8 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fake_embedder import FakeEmbedder
-from lancedb.query import MatchQuery
 from structlog.testing import capture_logs
 
 from exporters.lancedb import direct, lance_private
@@ -29,13 +27,6 @@ class WithoutHandle:
         if name == "_table":
             raise AttributeError(name)
         return getattr(self._wrapped, name)
-
-
-class WithoutInner:
-    """An async query of a lancedb without ``_inner``: its public ``to_arrow()`` only."""
-
-    def __init__(self, query) -> None:
-        self.to_arrow = query.to_arrow
 
 
 @pytest.fixture
@@ -64,27 +55,6 @@ def test_use_private_false_gives_the_same_answers(indexed, monkeypatch) -> None:
     monkeypatch.setattr(lance_private, "USE_PRIVATE", False)
     assert isinstance(direct.reads(table), direct.SyncReads)
     assert _answers(retriever, table) == shipped
-
-
-def test_a_query_without_its_native_builder_is_collected_by_to_arrow(indexed, fresh_events) -> None:  # noqa: F811
-    _, _, table = indexed
-    handle = lance_private.async_handle(table)
-    q = FakeEmbedder().embed_query("rockets and budgets")
-    rowids = table.search().select(["id"]).with_row_id(True).limit(5).to_arrow().column("_rowid").to_pylist()
-    builders = {
-        "vector": lambda: handle.query().nearest_to(q).column("vector").distance_type("cosine").select(["id"])
-        .with_row_id().limit(30),
-        "full text": lambda: handle.query().nearest_to_text(MatchQuery("rockets budgets", "text"))
-        .select(["id", "_score"]).limit(30),
-        "take": lambda: handle.take_row_ids(rowids[::2]).select(["id", "text"]).with_row_id(),
-    }
-    with capture_logs() as logs:
-        for name, make in builders.items():
-            native = direct.run(lance_private.collect(make()))
-            public = direct.run(lance_private.collect(WithoutInner(make())))
-            assert public.equals(native) and native.num_rows > 0, name
-    missing = [e["attribute"] for e in logs if e["event"] == "lancedb.private_api_missing"]
-    assert missing == ["AsyncQueryBase._inner"]
 
 
 def test_a_search_with_the_real_model_answers_the_same_on_the_public_api(tmp_path: Path, monkeypatch) -> None:

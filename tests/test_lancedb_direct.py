@@ -123,7 +123,7 @@ def test_each_thread_awaits_on_its_own_loop(indexed, runs) -> None:  # noqa: F81
                 assert loops.setdefault(ident, loop) == loop  # kept for the thread's life
     assert len(set(loops.values())) == len(loops)  # one loop per thread
     direct.run(asyncio.sleep(0))
-    assert type(direct._local.own.loop).__module__ == "uvloop"  # a dependency: its loop turns cost less
+    assert type(direct._local.own.loop).__module__.startswith("asyncio")  # uvloop's answered no faster (issue 37)
 
 
 def test_a_thread_s_loop_is_closed_when_the_thread_ends() -> None:
@@ -167,54 +167,3 @@ def test_the_search_path_never_queues_on_lancedb_s_background_loop(indexed, queu
     retriever.count(table, scope_where(Scope.SESSION, "s3").sql)
     assert retriever.version(table) == table.version
     assert len(queued) == 1  # only the assert's own synchronous ``table.version``
-
-
-def test_collect_equals_to_arrow_without_reading_the_schema(indexed, monkeypatch) -> None:  # noqa: F811
-    """lance_private.collect drains the query's native stream: the same Arrow table as lancedb's
-    ``to_arrow()`` (which first awaits the table's schema, for blob columns these tables lack)."""
-    from lancedb._blob import blob_auto_row_id_for_scan
-
-    _, _, table = indexed
-    fast = lance_private.async_handle(table)
-    q = FakeEmbedder().embed_query("rockets and budgets")
-    rowids = table.search().select(["id"]).with_row_id(True).limit(5).to_arrow().column("_rowid").to_pylist()
-    builders = {
-        "vector": lambda: fast.query().nearest_to(q).column("vector").distance_type("cosine").select(["id"])
-        .with_row_id().limit(30),
-        "full text": lambda: fast.query().nearest_to_text(MatchQuery("rockets budgets", "text")).select(["id"])
-        .where("session = 's3'").limit(30),
-        "take": lambda: fast.take_row_ids(rowids[::2]).select(["id", "text"]).with_row_id(),
-    }
-    expected = {name: direct.run(make().to_arrow()) for name, make in builders.items()}
-    schema_reads: list[int] = []
-    original = AsyncTable.schema
-
-    async def counting(self):
-        schema_reads.append(1)
-        return await original(self)
-
-    monkeypatch.setattr(AsyncTable, "schema", counting)
-    for name, make in builders.items():
-        got = direct.run(lance_private.collect(make()))
-        assert got.equals(expected[name]) and got.num_rows > 0, name
-    assert schema_reads == []
-    # why skipping that read is sound: no column of these tables is a blob column
-    assert not blob_auto_row_id_for_scan(table.schema, None, with_row_id=False)
-
-
-def test_collect_leaves_a_reranked_query_to_lancedb(indexed) -> None:  # noqa: F811
-    from lancedb.rerankers import Reranker
-
-    class Reversed(Reranker):  # any reranker: its order must survive
-        def rerank_fts(self, query, fts_results):
-            return fts_results.take(list(reversed(range(fts_results.num_rows))))
-
-        def rerank_hybrid(self, query, vector_results, fts_results):
-            raise AssertionError("not a hybrid query")
-
-    _, _, table = indexed
-    query = lance_private.async_handle(table).query().nearest_to_text(MatchQuery("rockets budgets", "text")).select(["id"]) \
-        .limit(10)
-    plain = direct.run(lance_private.collect(query)).column("id").to_pylist()
-    reranked = direct.run(lance_private.collect(query.rerank(Reversed()))).column("id").to_pylist()
-    assert len(plain) > 1 and reranked == plain[::-1]

@@ -28,22 +28,13 @@ from exporters.lancedb import lance_private
 _local = threading.local()
 
 
-def _new_loop() -> asyncio.AbstractEventLoop:
-    """uvloop's loop where installed (each search awaits about nine native calls on it), else asyncio's."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
-
-
 class _ThreadLoop:
     """The event loop of one thread, closed when the thread's locals go (its exit)."""
 
     __slots__ = ("loop",)
 
     def __init__(self) -> None:
-        self.loop = _new_loop()
+        self.loop = asyncio.new_event_loop()  # uvloop's answered no faster (issue 37)
 
     def __del__(self) -> None:
         if not self.loop.is_running():
@@ -84,7 +75,7 @@ class AsyncReads:
 
     def _arrow(self, query, with_row_id: bool, limit: int | None):
         query = query.with_row_id() if with_row_id else query
-        return run(lance_private.collect(query if limit is None else query.limit(limit)))
+        return run((query if limit is None else query.limit(limit)).to_arrow())
 
     def knn(self, vector: np.ndarray, where: str | None, select: list[str], with_row_id: bool, limit: int,
             nprobes: int | None, refine: int):
