@@ -93,9 +93,7 @@ class Retriever:
         self.reads: LocalReads | None = None
         if self.location.is_local:
             self.db_dir = self.location.path
-            self.reads = local_reads.resolve(self.location.local_reads)
-            if self.reads is LocalReads.IO_URING:
-                local_reads.configure_rings()
+            self.reads = local_reads.choose(self.location.local_reads)
             self._db = _connect(self.location, reader=True)
             self._pointer = _ActivePointer(self.db_dir / ACTIVE_FILE)
         else:
@@ -174,23 +172,11 @@ class Retriever:
             return tbl
 
     def _open_table(self, name: str):
-        """Open table ``name`` for reading (through io_uring when chosen). Under ``auto``, a table
-        that opens with lance's threads but not through io_uring is logged once, and this reader
-        goes on with the threads."""
-        if self.reads is not LocalReads.IO_URING:
+        """Open table ``name`` for reading (through io_uring when chosen: :func:`local_reads.open_table`)."""
+        if self.reads is None:
             return self._db.open_table(name)
-        from lancedb.table import LanceTable
-
-        try:
-            return LanceTable.open(self._db, name, location=local_reads.table_location(self.db_dir, name))
-        except Exception as exc:
-            if self.location.local_reads is LocalReads.IO_URING:
-                raise
-            table = self._db.open_table(name)  # its error, if it fails too: not an io_uring matter
-            log.warning("lancedb.io_uring_failed", table=name, error=f"{type(exc).__name__}: {str(exc)[:300]}",
-                        action='reading with lance\'s threads; [index] local_reads = "threads" skips the try')
-            self.reads = LocalReads.THREADS
-            return table
+        table, self.reads = local_reads.open_table(self._db, self.db_dir, name, self.reads, self.location.local_reads)
+        return table
 
     def warm(self, persona: str) -> bool:
         """Load the rank columns of ``persona``'s live table into memory now (a daemon's start);
