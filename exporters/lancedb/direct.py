@@ -65,6 +65,13 @@ def _shape(query, where: str | None, select: list[str], with_row_id: bool, limit
     return query.select(select)
 
 
+def _match(text: str):
+    """A full-text match of ``text`` on the ``text`` column (lancedb's defaults for the rest)."""
+    from lancedb.query import MatchQuery
+
+    return MatchQuery(text, "text")  # type: ignore[call-arg]  # its defaults are dataclass fields
+
+
 class AsyncReads:
     """One table's search reads on its async handle, awaited on this thread's loop."""
 
@@ -85,9 +92,7 @@ class AsyncReads:
         return self._arrow(q, with_row_id, limit)
 
     def fts(self, text: str, where: str | None, select: list[str], with_row_id: bool, limit: int):
-        from lancedb.query import MatchQuery
-
-        q = self.handle.query().nearest_to_text(MatchQuery(text, "text"))
+        q = self.handle.query().nearest_to_text(_match(text))
         return self._arrow(_shape(q, where, select, with_row_id, limit), with_row_id, limit)
 
     def scan(self, where: str, select: list[str], with_row_id: bool, limit: int):
@@ -119,9 +124,7 @@ class SyncReads:
         return q.to_arrow()
 
     def fts(self, text: str, where: str | None, select: list[str], with_row_id: bool, limit: int):
-        from lancedb.query import MatchQuery
-
-        q = self.table.search(MatchQuery(text, "text"), query_type="fts")
+        q = self.table.search(_match(text), query_type="fts")
         return _shape(q, where, select, with_row_id, limit, prefilter=True).with_row_id(with_row_id) \
             .limit(limit).to_arrow()
 
