@@ -580,10 +580,7 @@ def memory_run(variant: str, run: int, info: dict, lines: Sequence[str], questio
         m = scrape(d)
         out["metrics"] = {"process_resident_memory_mb": m.get("process_resident_memory_bytes", 0) / 2**20,
                           "peak_resident_memory_mb": m.get("ledger_indexer_process_peak_resident_memory_bytes",
-                                                           0) / 2**20,
-                          "trims": m.get("ledger_indexer_memory_trim_seconds_count", 0),
-                          "trim_seconds_sum": m.get("ledger_indexer_memory_trim_seconds_sum", 0),
-                          "trim_released_mb": m.get("ledger_indexer_memory_trim_released_bytes_total", 0) / 2**20}
+                                                           0) / 2**20}
         out["load_after"] = loadavg()
     finally:
         if sampler._thread.is_alive():
@@ -836,12 +833,10 @@ def memory_report(mem: dict) -> str:
     rows = [[x["variant"], x["run"], f"{x['backfill_s']:.0f}", f"{x['backfill_peak_mb']:.0f}",
              f"{x['rss_after_queries_mb']:.0f}", " / ".join(f"{v:.0f}" for v in x.get("rss_queries_quarters_mb", [])),
              f"{x['steady_rss_mb']:.0f}", f"{x['queries']['rps']:.1f}",
-             f"{x['queries']['daemon_cpu_pct']:.0f}", int(x["metrics"]["trims"]),
-             f"{1000 * x['metrics']['trim_seconds_sum'] / max(1, x['metrics']['trims']):.1f}",
-             f"{x['metrics']['trim_released_mb']:.0f}", " / ".join(map(str, x["load_before"]))] for x in runs]
+             f"{x['queries']['daemon_cpu_pct']:.0f}", " / ".join(map(str, x["load_before"]))] for x in runs]
     out += ["", md_table(["variant", "run", "backfill s", "peak MB", "after queries MB",
                           "largest RSS in each quarter of the queries MB", "steady MB", "req/s",
-                          "CPU %", "trims", "ms per trim", "released MB", "load before"], rows)]
+                          "CPU %", "load before"], rows)]
     return "\n".join(out)
 
 

@@ -20,8 +20,7 @@ Process figures: prometheus_client's process collector, registered in this
 registry (``process_resident_memory_bytes``, ``process_virtual_memory_bytes``,
 ``process_cpu_seconds_total``, ``process_open_fds``, …), plus
 ``ledger_indexer_process_peak_resident_memory_bytes`` (VmHWM: the most the
-process has ever held, e.g. during a backfill) and the memory trims of the
-sync worker. Memory figures are read when scraped. ``ledger_indexer_build_info``
+process has ever held, e.g. during a backfill). Memory figures are read when scraped. ``ledger_indexer_build_info``
 (always 1) carries what the process runs as labels: package, Python, LanceDB and
 fastembed versions, its role (``run``/``serve``), the embedding model, document
 format, redaction ruleset and how its searcher reads the index (``index_reads``).
@@ -49,8 +48,6 @@ CLIENT_CLOSED_REQUEST = 499
 _SYNC_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 1800)
 # Queries: fastembed query embedding + LanceDB, a few ms .. a few hundred ms on a small box.
 _QUERY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
-# malloc_trim: well under a millisecond on a small heap, tens of ms on a big fragmented one.
-_TRIM_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25)
 
 
 def software_versions() -> dict[str, str]:
@@ -123,11 +120,6 @@ class Metrics:
                               "The most resident memory the process has had (VmHWM), e.g. during a backfill.",
                               registry=r)
         self.peak_rss.set_function(native_memory.peak_rss_bytes)
-        self.memory_trim = Histogram("ledger_indexer_memory_trim_seconds",
-                                     "malloc_trim calls of the sync worker (freed native memory back to the OS): "
-                                     "their duration.", buckets=_TRIM_BUCKETS, registry=r)
-        self.memory_trim_released = Counter("ledger_indexer_memory_trim_released_bytes",
-                                            "Resident memory released by those trims.", registry=r)
         self.build = Info("ledger_indexer_build", "What this process runs: package version, Python, LanceDB, "
                           "and (once the index is open) the embedding model, document format and redaction "
                           "ruleset the index is built with.", registry=r)
@@ -168,11 +160,6 @@ class Metrics:
     def add_bad_rows(self, persona: str, count: int = 1) -> None:
         if count > 0:
             self.bad_rows_skipped.labels(persona=persona).inc(count)
-
-    def observe_trim(self, released_bytes: int, seconds: float) -> None:
-        self.memory_trim.observe(max(0.0, float(seconds)))
-        if released_bytes > 0:
-            self.memory_trim_released.inc(released_bytes)
 
     def set_ready(self, ready: bool) -> None:
         self.ready.set(1 if ready else 0)
