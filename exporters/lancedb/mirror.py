@@ -45,6 +45,8 @@ from pathlib import Path
 
 import structlog
 
+from exporters.lancedb.object_fs import MirrorUnsupported, fs_spec, open_fs
+
 log = structlog.get_logger("exporters.lancedb.mirror")
 
 #: Files that change in place (a hint Lance reads if present and does without): never copied.
@@ -57,10 +59,6 @@ IDLE_S = 60.0
 FETCH_THREADS = 4
 CHUNK = 8 << 20
 INDEX_SUFFIX = ".files.json"
-
-
-class MirrorUnsupported(Exception):
-    """This store's scheme has no file lister here (the reader reads the store directly)."""
 
 
 @dataclass(slots=True)
@@ -77,29 +75,15 @@ class SyncResult:
 
 class ObjectFiles:
     """The files of a database URI on object storage: list a table's, fetch one (pyarrow's
-    filesystems; S3 and S3-compatible stores)."""
+    filesystem of the URI's scheme, with the index's storage options: ``object_fs.py``)."""
 
     def __init__(self, uri: str, options: dict[str, str]) -> None:
         import pyarrow.fs as pafs
 
-        scheme, _, rest = uri.partition("://")
-        if scheme.lower() not in ("s3", "s3+ddb"):
-            raise MirrorUnsupported(f"the reader cache supports s3:// stores (not {scheme}://)")
-        self.base = rest.rstrip("/")
-        opt = {k.lower(): v for k, v in options.items()}
-
-        def get(*names: str) -> str | None:
-            return next((opt[n] for n in names if opt.get(n)), None)
-
-        endpoint = get("aws_endpoint", "endpoint", "aws_endpoint_url", "endpoint_url")
-        kwargs: dict = {"access_key": get("aws_access_key_id", "access_key_id"),
-                        "secret_key": get("aws_secret_access_key", "secret_access_key"),
-                        "session_token": get("aws_session_token", "session_token"),
-                        "region": get("aws_region", "region") or "us-east-1"}
-        if endpoint:
-            scheme_, _, host = endpoint.partition("://")
-            kwargs.update(endpoint_override=host or endpoint, scheme=scheme_ if host else "https")
-        self._fs = pafs.S3FileSystem(**{k: v for k, v in kwargs.items() if v is not None})
+        spec = fs_spec(uri, options)
+        self.kind = spec.kind
+        self.base = spec.base
+        self._fs = open_fs(spec)
         self._selector = pafs.FileSelector
         self._file = pafs.FileType.File
 
