@@ -12,6 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
+import exporters.lancedb.compaction as compaction
 import exporters.lancedb.retire as retire
 import exporters.lancedb.vector_maint as vector_maint
 from exporters.base import SinkError
@@ -303,8 +304,8 @@ class LanceSink:
     def _optimize(self, tbl) -> None:
         self._fence()
         with _errors(f"optimizing table {tbl.name}", hint="the data is intact; maintenance retries later"):
-            self._ensure_indexes(tbl)
-            tbl.optimize(cleanup_older_than=self.cleanup_older_than)
+            self._ensure_indexes(tbl)  # then compaction, index update, old versions: compaction.py
+            compaction.optimize(tbl, self.cleanup_older_than, fence=self._fence)
         self._since_optimize[tbl.name] = 0
         self.optimizations += 1
 
