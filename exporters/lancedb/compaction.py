@@ -8,14 +8,15 @@ the table's big fragment and the previous batch's (both indexed, adjacent) merge
 maintenance rewrites the whole table below 1M rows, then remaps every index to the new row
 addresses (a 100k-row table on S3: most of the 20-50 s of a maintenance after 1,000 documents).
 Measured on the S3-compatible server (100k rows, 1,000 new documents, ``bench/objectstore_maint.py``):
-the index update dominates (15 of 22 s, 1,110 of 1,600 requests: every scalar and full-text index
-is merged with the new rows, i.e. read and written whole), then the removal of old versions
-(5 s, 470 requests: every manifest kept is read); the compaction itself ~2 s, because Lance 13
-keeps fragments under different index segments apart: the fragments of each fold stay apart
-until the vector index is re-trained into one segment, and then the next compaction merges every
-fragment under 1M rows (the whole table) and remaps every index. Lance takes the options that
-avoid this only through ``pylance`` (its Python API, the version of the Lance lancedb bundles;
-lancedb 0.40's ``optimize`` takes none); with it the sink runs the steps itself:
+the index update dominated (15 of 22 s, 1,110 of 1,600 requests), almost all of it the merge of
+the ``session`` BITMAP index with the new rows (10.6 s, 1,026 requests: lancedb's ``optimize``
+merges every scalar index whole; the full-text merge 1.3 s, every other index < 0.5 s), then the
+removal of old versions (5 s, 470 requests: every kept manifest is read); the compaction itself
+1-2 s, because Lance 13 keeps fragments under different index segments apart, until the vector
+index is re-trained into one segment: then Lance's default target (1M rows a fragment) merges
+every fragment of the table and remaps every index. Lance takes the options that avoid both only
+through ``pylance`` (its Python API, the version of the Lance lancedb bundles; lancedb 0.40's
+``optimize`` takes none); with it the sink runs the steps itself:
 
 - **compaction**, size-tiered: from the newest fragment back, a fragment joins the run while its
   rows are at most the rows of the newer fragments already in it (``TIER_RATIO``); older ones are
@@ -25,11 +26,9 @@ lancedb 0.40's ``optimize`` takes none); with it the sink runs the steps itself:
   keeps a logarithmic number of fragments (simulated: 500 batches of 1,000 rows on a 100k table,
   ~4,200 rows rewritten per batch, at most 10 fragments). Fragments with more than
   ``DELETED_SHARE`` of their rows deleted are rewritten alone, as Lance's default does.
-- **index update**: the new rows go into a new segment of each index (``num_indices_to_merge=0``:
-  the old segments are not read); a scalar or full-text index with ``MERGE_SEGMENTS`` segments is
-  merged into one (the vector index keeps its deltas until ``RETRAIN_SEGMENTS`` re-trains it, as
-  before). Full-text scores do not change with segments (BM25 statistics are the index's, across
-  segments): results are the same, up to the order of tied scores.
+- **index update** (:func:`fold`): a scalar index's new rows go into a new segment
+  (``num_indices_to_merge=0``: the old segments are not read), merged into one at
+  ``MERGE_SEGMENTS``; the full-text and vector indexes are updated as ``optimize`` did.
 - **old versions**: removed at most once per ``cleanup_older_than`` per table in a process (every
   optimize before): a version younger than that is kept anyway.
 
@@ -51,9 +50,12 @@ log = logging.getLogger("exporters.lancedb")
 TIER_RATIO = 1.0
 #: Compact once the run has this many fragments (fewer: left for a later maintenance).
 MIN_FRAGMENTS = 4
-#: Merge a scalar or full-text index's segments into one once it has this many: a query probes
-#: every segment (a lookup per segment; FTS searches each), a merge reads and writes it whole.
+#: Merge a scalar index's segments into one once it has this many: a filter looks up every
+#: segment, a merge reads and writes the index whole (the session BITMAP at 100k: 10.6 s, 1,026
+#: requests on S3 against 0.3 s, 12 requests for a new segment).
 MERGE_SEGMENTS = 8
+#: lancedb's ``index_type`` of the indexes folded as segments
+SCALAR_TYPES = ("btree", "bitmap", "labellist")
 #: Lance's default: a fragment with this share of its rows deleted is rewritten without them.
 DELETED_SHARE = 0.1
 #: The pylance dataset's index cache while folding new rows in (the writer's, kept small).
@@ -185,26 +187,31 @@ def optimize(tbl, cleanup_older_than: timedelta, *, fence=None, **plan_args: Any
 
 
 def fold(tbl, ds, fence) -> dict[str, str]:
-    """New rows into a new segment of every index that leaves rows out; an index with
-    ``MERGE_SEGMENTS`` segments (not the vector index) merged into one. {index: "delta"|"merge"}."""
-    from exporters.lancedb.schema import VECTOR_INDEX
-
+    """Fold new rows into the indexes that leave rows out: a scalar index (BTREE, BITMAP) gets a new
+    segment, merged into one once it has ``MERGE_SEGMENTS``; the full-text and vector indexes are
+    updated as lancedb's ``optimize`` does (the full-text index merged: its BM25 statistics stay
+    one index's; the vector index a delta until a re-train). {index: "delta"|"merge"|"update"}."""
     tbl.checkout_latest()
-    delta, merge = [], []
+    done: dict[str, str] = {}
     for ix in tbl.list_indices():
         segments = int(getattr(ix, "num_segments", 1) or 1)
-        vector = ix.name == VECTOR_INDEX or list(ix.columns) == ["vector"]
-        if not vector and segments >= MERGE_SEGMENTS:
-            merge.append((ix.name, segments))
+        scalar = str(ix.index_type).lower() in SCALAR_TYPES
+        if scalar and segments >= MERGE_SEGMENTS:
+            done[ix.name] = "merge"
         elif int(getattr(ix, "num_unindexed_rows", 0) or 0) > 0:
-            delta.append(ix.name)
+            done[ix.name] = "delta" if scalar else "update"
+    delta = [n for n, how in done.items() if how == "delta"]
     if delta:
         fence()
         ds.optimize.optimize_indices(index_names=delta, num_indices_to_merge=0)
-    for name, segments in merge:  # the new rows with them: a merge folds every segment and the new rows
+    update = [n for n, how in done.items() if how == "update"]
+    if update:
         fence()
-        ds.optimize.optimize_indices(index_names=[name], num_indices_to_merge=segments)
-    return {**dict.fromkeys(delta, "delta"), **{n: "merge" for n, _ in merge}}
+        ds.optimize.optimize_indices(index_names=update)
+    for name in (n for n, how in done.items() if how == "merge"):  # with the new rows
+        fence()
+        ds.optimize.optimize_indices(index_names=[name], num_indices_to_merge=MERGE_SEGMENTS + 1)
+    return done
 
 
 def _options(tbl) -> dict[str, str] | None:
