@@ -225,14 +225,25 @@ def report(found: dict) -> str:
                   md_table(["step", "time", "requests", "PUT", "GET MB"],
                            [[k, fmt_s(v["seconds"]), f"{v['requests']:,}", f"{v['put']:,}", f"{v['get_mb']:.1f}"]
                             for k, v in st["steps"].items()]), ""]
+    def segs(layout: dict) -> str:
+        ix = layout["index_segments"]
+        scalar = max((v for k, v in ix.items() if k not in ("text_idx", "vector_idx")), default=0)
+        return f"{layout['fragments']} / {scalar}, {ix.get('text_idx', 0)}, {ix.get('vector_idx', 0)}"
+
     rows = []
     for arm, a in found["arms"].items():
         for k, r in enumerate(a["rounds"]):
             rows.append([arm, a["commit"][:60], k + 1, fmt_s(r["maintain_s"]), f"{r['requests']:,}", f"{r['put']:,}",
-                         f"{r['get_mb']:.1f}", f"{r['layout_after']['fragments']} / {r['layout_after']['index_segments']}",
+                         f"{r['get_mb']:.1f}", segs(r["layout_after"]),
                          r["load_before"]])
     parts.append(md_table(["arm", "commit", "round", "maintain()", "requests", "PUT", "GET MB",
-                           "fragments / index segments after", "load average"], rows))
+                           "after: fragments / index segments (scalar, text, vector)", "load average"], rows))
+    for arm, a in found["arms"].items():
+        if a["rounds"]:
+            total = sum(r["maintain_s"] for r in a["rounds"])
+            reqs = sum(r["requests"] for r in a["rounds"])
+            parts.append(f"\n{arm}: {len(a['rounds'])} rounds, maintain() {total / len(a['rounds']):.1f} s and "
+                         f"{reqs / len(a['rounds']):,.0f} requests a round on average")
     return "\n".join(parts) + "\n"
 
 
