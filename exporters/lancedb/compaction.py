@@ -1,12 +1,7 @@
 """The writer's ``optimize`` of a live table: compaction that rewrites what is new, not the table.
 
 lancedb's ``Table.optimize`` runs Lance's compaction with its default options, removes old
-versions, then folds new rows into every index. Lance's default target is 1M rows a fragment, so
-every fragment under 1M rows is a candidate; Lance keeps indexed and unindexed fragments apart, so
-the first maintenance after a batch only merges the batch's own fragments, but from the next one on
-the table's big fragment and the previous batch's (both indexed, adjacent) merge: every
-maintenance rewrites the whole table below 1M rows, then remaps every index to the new row
-addresses (a 100k-row table on S3: most of the 20-50 s of a maintenance after 1,000 documents).
+versions, then updates every index (each scalar and full-text index merged with the new rows).
 Measured on the S3-compatible server (100k rows, 1,000 new documents, ``bench/objectstore_maint.py``):
 the index update dominated (15 of 22 s, 1,110 of 1,600 requests), almost all of it the merge of
 the ``session`` BITMAP index with the new rows (10.6 s, 1,026 requests: lancedb's ``optimize``
