@@ -168,7 +168,8 @@ def _git(tree: Path) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.objectstore_maint", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--size", default="100k", choices=("10k", "100k"))
+    ap.add_argument("--size", default="100k", choices=("10k", "100k", "1m"),
+                    help="1m: the ann benchmark's corpus (built once, ~2.5 GB; ~3 GB of moto memory per arm)")
     ap.add_argument("--before", default=None, help="a worktree of the commit to compare with (default: none)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", action="store_true", help="also maintain() step by step (needs pylance)")
