@@ -99,7 +99,8 @@ update matched, insert new, and ``when_not_matched_by_source_delete("path IN
 atomic commit. A process killed mid-write leaves the table at its previous
 version (readable); replaying the batch converges. Partial ``data/.tmp*``
 files such a kill leaves are swept at open (and by ``maintain`` when older
-than 30 min). ``maintain()`` runs ``optimize(cleanup_older_than=10 min)`` and
+than 30 min). ``maintain()`` optimizes (``compaction.py``: a size-tiered compaction,
+new rows into index segments, versions older than 10 min removed) and
 builds or re-trains the vector index when due; the optimize alone (which folds
 new rows into every index, the vector index included) also runs after a write
 every ``optimize_every`` commits or when a table has more than

@@ -17,8 +17,8 @@ through ``pylance`` (its Python API, the version of the Lance lancedb bundles; l
   rows are at most the rows of the newer fragments already in it (``TIER_RATIO``); older ones are
   excluded (``excluded_fragment_ids``: Lance merges only within the run), and the run is
   compacted once it has ``MIN_FRAGMENTS`` fragments: a row is rewritten about log2(table /
-  batch) times over its life instead of once per re-train of the vector index, and the table
-  keeps a logarithmic number of fragments (simulated: 500 batches of 1,000 rows on a 100k table,
+  batch) times over its life instead of once per re-train of the vector index, and fragments
+  under one index segment stay a logarithmic number (simulated: 500 batches of 1,000 rows on a 100k table,
   ~4,200 rows rewritten per batch, at most 10 fragments). Fragments with more than
   ``DELETED_SHARE`` of their rows deleted are rewritten alone, as Lance's default does.
 - **index update** (:func:`fold`): a scalar index's new rows go into a new segment
