@@ -98,7 +98,8 @@ def test_a_row_address_never_names_other_data_across_updates_deletes_and_compact
     # Not vacuous: the updated rows and the compacted rows did move to new addresses.
     updated = {r for r, (_, text) in after_update.items() if "rewritten" in text}
     assert len(updated) == len(changed) and updated.isdisjoint(first)
-    assert set(after_compaction).isdisjoint(after_delete)
+    # the compaction rewrote the fragment with deleted rows (not every fragment: compaction.py's plan)
+    assert set(after_delete) - set(after_compaction)
     sink.close()
 
 
