@@ -30,10 +30,13 @@ def test_plan_merges_the_newest_run_and_leaves_the_big_fragments():
     assert plan(frags(4000, 1000, 1000, 1000, 1000)).run == (0, 1, 2, 3, 4)
 
 
-def test_plan_rewrites_a_fragment_with_many_deleted_rows_alone():
-    p = plan([Fragment(0, 100_000, deleted=20_000), Fragment(1, 1000)])
+def test_plan_rewrites_a_fragment_with_deleted_rows_alone():
+    """Any deleted row: a deleted or re-masked document's old text must leave the store."""
+    p = plan([Fragment(0, 100_000, deleted=1), Fragment(1, 1000)])
     assert p.purged == (0,) and p.run == () and p.excluded == (1,) and p.due
-    assert not plan([Fragment(0, 100_000, deleted=5_000), Fragment(1, 1000)]).due
+    assert not plan([Fragment(0, 100_000), Fragment(1, 1000)]).due
+    # also when it would have joined a run too short to compact
+    assert plan([Fragment(0, 3, deleted=2), Fragment(1, 3)]).purged == (0,)
 
 
 def test_plan_rewrites_a_row_a_logarithmic_number_of_times():
@@ -61,14 +64,15 @@ def body(i: int, rng: random.Random) -> str:
     return f"User: note tok{i} " + " ".join(words)  # tok{i}: no two documents alike (no tied scores)
 
 
-def write_round(sink: LanceSink, r: int, start: int, n: int) -> None:
+def write_round(sink: LanceSink, r: int, start: int, n: int, *, edits: bool = True) -> None:
     rng = random.Random(r)
     docs = [document(body(i, rng), path=f"d{i}.md", persona="atlas", session=f"s{i % 3}", turn=f"t{i}")
             for i in range(start, start + n)]
-    # and an edit of an older document (a deletion in an old fragment)
-    docs.append(document(body(r * 7, rng) + " edited", path=f"d{r * 7}.md", persona="atlas", session="s0", turn="t"))
+    if edits:  # an edit of an older document (a deletion in an old fragment)
+        docs.append(document(body(r * 7, rng) + " edited", path=f"d{r * 7}.md", persona="atlas", session="s0",
+                             turn="t"))
     sink.upsert("atlas", docs)
-    if r % 3 == 0:
+    if edits and r % 3 == 0:
         sink.delete("atlas", [f"d{r * 5 + 1}.md"])
 
 
@@ -169,7 +173,7 @@ def test_after_a_retrain_compaction_merges_the_small_fragments_and_keeps_the_big
                               for i in range(2000)])
         sink.maintain(force=True)
         for r in range(MERGE_SEGMENTS):  # the last fold merges the scalar and full-text segments
-            write_round(sink, r + 1, 2000 + 20 * r, 20)
+            write_round(sink, r + 1, 2000 + 20 * r, 20, edits=False)  # no deleted row in the big fragment
             sink.maintain()
         assert {int(ix.num_segments) for ix in sink.active_table("atlas").list_indices()
                 if ix.name != "vector_idx"} == {1}
@@ -177,7 +181,7 @@ def test_after_a_retrain_compaction_merges_the_small_fragments_and_keeps_the_big
         sizes = {f.fragment_id: f.count_rows() for f in tbl.to_lance().get_fragments()}
         big = max(sizes, key=sizes.get)
         vector_maint.build(tbl, "atlas", "test: one segment")  # a re-train: fragments no longer split by segment
-        write_round(sink, 9, 3000, 20)
+        write_round(sink, 9, 3000, 20, edits=False)
         before = answers(sink)
         sink.maintain()
         after = [f.fragment_id for f in sink.active_table("atlas").to_lance().get_fragments()]
