@@ -98,7 +98,8 @@ def run_one(bench: Bench, quick: bool) -> dict:
 #: options or by hand, see bench/README.md) follow by name.
 ORDER = ("redaction", "redaction_eval", "redaction_ab", "recurring_cost", "locomo", "recall_models", "latency", "ann",
          "sync_throughput", "noop_pass", "noop_pass_redesign", "fold_cost", "daemon", "daemon_api", "daemon_memory", "embed_memory",
-         "kill_campaign", "cli_latency", "mcp_latency", "objectstore", "objectstore_readers")
+         "kill_campaign", "cli_latency", "mcp_latency", "objectstore", "objectstore_readers",
+         "objectstore_maint")
 
 
 def record_from_out(name: str, table_caption: str = "", out: Path = OUT,
