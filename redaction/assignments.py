@@ -353,12 +353,16 @@ def find_assignments(text: str, low: str) -> Iterator[Candidate]:
             covered = value_end  # bound the work on pathological values
 
 
+_CACHE_PROGRESS_RE = re.compile(r"received \d+ of \d+ \(\d+(?:\.\d+)?%\), $")
+
+
 def _public_word_before(low: str, ns: int) -> bool:
     """"cache key: …", "sort key: …": a bare ``key`` label whose word before names a non-secret key."""
     if ns < 2 or low[ns - 1] != " ":
         return False
-    if "cache" in low[max(low.rfind("\n", max(0, ns - 40), ns) + 1, ns - 40):ns]:
-        return True  # "Cache restored from key: node-cache-…": a CI cache key
+    if "cache" in low[max(low.rfind("\n", max(0, ns - 40), ns) + 1, ns - 40):ns] \
+            or _CACHE_PROGRESS_RE.search(low, max(0, ns - 60), ns):
+        return True  # "Cache restored from key: node-cache-…", "Received 8192 of 8192 (100.0%), key: …"
     a = ns - 1
     while a > 0 and low[a - 1].isalpha() and ns - a < 20:
         a -= 1

@@ -26,7 +26,7 @@ _CODE_WORD = r"[A-Za-z0-9]{3,12}(?:-[A-Za-z0-9]{3,12}){0,3}"  # an item with no 
 _CODE_LINE_RE = re.compile(r"[ \t]*(?:>[ \t]?)*(?:[|│][ \t]*(?:[0-9]{1,2}[ \t]*[|│][ \t]*)?)?"
                            r"(?:[-*•+][ \t]+|[0-9]{1,2}[.):][ \t]+|\[[ xX]?\][ \t]+)?[`\"']?(?P<v>" + _CODE_ITEM
                            + r")[`\"']?[ \t]*[|│,;]?[ \t]*\r?")
-_CODE_INLINE_RE = re.compile(r"(?<![A-Za-z0-9-])" + _CODE_ITEM + r"(?:(?:[ \t]*[,;][ \t]*|[ \t]+[/|][ \t]+)" + _CODE_ITEM
+_CODE_INLINE_RE = re.compile(r"(?<![A-Za-z0-9-])" + _CODE_ITEM + r"(?:(?:[ \t]*[,;][ \t]*(?:and[ \t]+|or[ \t]+)?|[ \t]+[/|][ \t]+|[ \t]+(?:and|or|und|et|y|e)[ \t]+)" + _CODE_ITEM
                              + r"){2,}(?![A-Za-z0-9-])")
 _CODE_SPACED_RE = re.compile(r"(?<![A-Za-z0-9-])" + _CODE_WORD + r"(?:[ \t]+" + _CODE_WORD + r"){2,}(?![A-Za-z0-9-])")
 _CODE_ONE_RE = re.compile(_CODE_ITEM)
@@ -89,7 +89,11 @@ def find_code_lists(text: str, low: str) -> Iterator[Candidate]:
         if cs < done or (low.startswith("code", cs) and ce < len(low) and low[ce].isalpha() and low[ce] != "s"):
             continue
         if not _DIGIT_RE.search(text, ce, ce + _CODE_WINDOW + 200):
-            continue  # items have digits (half of them at least): none near the cue, no list
+            # items have digits (half of them at least): none after the cue, no list after it
+            before = _list_before(text, cs)
+            yield from before
+            done = max(done, before[-1][2]) if before else done
+            continue
         found: list[Candidate] = []
         # a list starting within the window after the cue: one item a line …
         nxt: tuple[int, int] | None = _line_at(text, ce)
@@ -111,9 +115,11 @@ def find_code_lists(text: str, low: str) -> Iterator[Candidate]:
             nxt = _next_line(text, nxt[1])
         if not found and spans:
             found = _flush(text, spans)
+        if not found:
+            found = _list_before(text, cs)  # the list pasted first, then "^ those are the recovery codes"
         if found:
             yield from found
-            done = found[-1][2]
+            done = max(done, found[-1][2])
             continue
         # … or on one line, separated by commas, semicolons or spaces
         hi = min(len(text), ce + _CODE_WINDOW + 400)
@@ -135,6 +141,24 @@ def find_code_lists(text: str, low: str) -> Iterator[Candidate]:
                         yield ("recovery-codes", s, e, 0)
                     done = max(done, run[-1][1])
                     break
+
+
+def _list_before(text: str, cs: int) -> list[Candidate]:
+    """A code list ending on the lines right above the cue's line (fences and blank lines between)."""
+    p = text.rfind("\n", 0, cs)
+    spans: list[tuple[int, int]] = []
+    lines = 0
+    while p > 0 and lines < _MAX_LINES:
+        pls = text.rfind("\n", 0, p) + 1
+        m = _CODE_LINE_RE.fullmatch(text, pls, p)
+        if m is not None:
+            spans.append(m.span("v"))
+        elif not _FILLER_RE.fullmatch(text, pls, p):
+            break
+        p = pls - 1
+        lines += 1
+    spans.reverse()
+    return _flush(text, spans) if spans else []
 
 
 def _flush(text: str, spans: list[tuple[int, int]]) -> list[Candidate]:

@@ -78,7 +78,7 @@ _INFLECTED = frozenset({"парол", "hasł", "hasl", "hesl", "jelsz", "lozink"
 _WHOLE_WORD = frozenset({"account", "acct", "puk", "psk", "auth", "pass", "pw", "pwd", "pword", "mdp", "clave", "parola", "prompt", "unlock", "login", "token", "pin",
                          "secret", "key"})
 # What may follow a stem inside the same word ("passwords", "Passworts", "logins", "prompted").
-_SUFFIXES = ("s", "es", "'s", "’s", "ed", "en", "er", "e", "a", "ue")
+_SUFFIXES = ("s", "es", "'s", "’s", "ed", "en", "er", "e", "a", "ue", "nya")
 _LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 STATED_CUE_PATTERNS = tuple(sorted(_CUES))
 _CUE_GROUPS: dict[str, list[str]] = {}

@@ -26,7 +26,8 @@ from .struct_base import _HEX_ID_RE, _classes, _token_format, token_shape
 __all__ = ["find_totp", "find_groups", "GROUP_PATTERNS", "GROUP_CUES"]
 
 _OTPAUTH_RE = re.compile(r"otpauth://[^\s\"'<>`]{0,512}?[?&]secret=(?P<v>[A-Za-z0-9%=_-]{8,256})")
-_2FA_CUE_RE = re.compile(r"2fa|mfa|totp|otp|two[- ]factor|2-step|authenticator|setup key|set-up key|seed"
+_2FA_CUE_RE = re.compile(r"2fa|mfa|totp|otp|two[- ]factor|2-step|authenticator|setup key|set-up key|seed|zwei-faktor"
+                         r"|deux facteurs|doble factor|dois fatores|due fattori|tweestaps|dwuetapow"
                          r"|manual(?:ly)?|scan|qr")
 _BASE32_RE = re.compile(r"(?<![A-Za-z0-9_/+=-])(?:[A-Z2-7]{16,128}|[a-z2-7]{16,128})(?![A-Za-z0-9_/+=-])")
 # Cue words before a grouped value (English and the common European forms). Matched anywhere in

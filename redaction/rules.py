@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from . import assignments, catalog, detectors, phrases, stated, stated_cli, stated_more, structures
+from . import assignments, catalog, detectors, phrases, stated, stated_cli, stated_more, stated_near, structures
 from .entropy import shannon
 from .gating import DIGIT, Feature
 from .gating import defined_in as _home
@@ -59,7 +59,8 @@ __all__ = ["REDACTION_VERSION", "TokenRule", "Detector", "TOKEN_RULES", "DETECTO
 # 1.6.0 (issue 34): detectors judge structure and shape, not templates (groups.py, codes.py, tables.py, cues.py).
 # 1.7.0 (issue 34): word passphrases, keypad codes, secrets after secret/token words, parts (stated_more.py).
 # 1.7.1: a secret stated after a "…key" word (signing_key, api key) is found even without "secret"/"token".
-REDACTION_VERSION = "1.7.1"
+# 1.8.0 (issue 34): values on the line next to their cue, far from it, quoted phrases (stated_near.py).
+REDACTION_VERSION = "1.8.0"
 
 ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 # Characters a token (or a URL/assignment around it) is made of, and the
@@ -443,6 +444,7 @@ DETECTORS: tuple[Detector, ...] = (
     *_gated(stated.detectors(Detector)),
     *_gated(stated_cli.detectors(Detector)),
     *stated_more.detectors(Detector),
+    *stated_near.detectors(Detector),
     Detector("credential-header", phrases.find_credential_headers,
              gates=("token", "key", "secret", "auth", "session", "signature", "password"),
              patterns=phrases.HEADER_PATTERNS),

@@ -64,8 +64,18 @@ def _id_shaped(v: str) -> bool:
                 or _UUID_RE.fullmatch(v) or _VERSION_RE.fullmatch(v) or _DATE_RE.fullmatch(v)
                 or _HEX_RE.fullmatch(v) or _DIGEST_RE.search(v) or _PATH_RE.match(v) or _CODE_RE.search(v)
                 or _HEX_GROUPS_RE.fullmatch(v) or ("/" in v and _path_like(v))
-                or _KV_RE.match(v) or _PARAMS_RE.fullmatch(v) or _FLAG_RE.match(v)
+                or _setting(v) or _PARAMS_RE.fullmatch(v) or _FLAG_RE.match(v)
                 or is_code_reference(v))
+
+
+# what a setting's value is made of ("Release", "require", "/var/lib", "utf-8"): "Wva=cyb=6G~.d-uXH"
+# and "EtyyHec=Iv^!4n2" are passwords with "=" in them, not settings
+_SETTING_VALUE_RE = re.compile(r"[\w.,:/@-]*")
+
+
+def _setting(v: str) -> bool:
+    m = _KV_RE.match(v)
+    return m is not None and (_SETTING_VALUE_RE.fullmatch(v, m.end()) is not None or v[m.end():m.end() + 1] in "\"'`")
 
 
 _SEGMENT_RE = re.compile(r"[a-z0-9._@~:+-]*|[A-Z][a-z0-9._-]*|[A-Z0-9._-]+")

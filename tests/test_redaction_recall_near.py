@@ -1,0 +1,108 @@
+"""Credentials stated near a cue, not right after it (issue 34, ruleset 1.8.0): the value on the
+line after or before the line naming it, far from its cue on the same line, linked back to a cue
+after it, a passphrase of plain words, a masked value continued on the next line, a device or
+network login "label: name / value", a code list above its cue.
+
+Each family has cases that must be masked and near misses that must stay. The phrasings were
+written for these tests, not copied from tests/data/redaction_eval; values are random strings made
+up here, none is a real credential.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from redaction import redact
+
+MASKED = {
+    "value on the next line": [
+        ("The password is:\n\nQx8#mW2zLp", ["Qx8#mW2zLp"]),
+        ("Password for the NAS:\n```\nVt7!kQ2mWz\n```", ["Vt7!kQ2mWz"]),
+        ("User: root password?\n\nAssistant: Here it is:\n\n    Lm9$qW2zKp", ["Lm9$qW2zKp"]),
+        ("new admin password below\nHq3#zW8mTv", ["Hq3#zW8mTv"]),
+        ("passphrase\n> raven-tulip-canyon-55", ["raven-tulip-canyon-55"]),
+        ("User: what's the db password?\n\nAssistant: Can you paste it?\n\nUser: Fenwick%Otter52", ["Fenwick%Otter52"]),
+        ("[11:02] mo: what's the guest wifi pw\n[11:03] kai: t4rq9mzx2w", ["t4rq9mzx2w"]),
+        ("Assistant: Which passphrase did you pick?\n\nUser: lantern mosaic puffin glacier", ["lantern mosaic puffin glacier"]),
+    ],
+    "value on the line before": [
+        ("```\nBx7#qW2zLm\n```\n^ that's the password for the replica", ["Bx7#qW2zLm"]),
+        ("Gw3$kL8mQz\nthat one is the vault password, keep it safe", ["Gw3$kL8mQz"]),
+        ("User: rook_harbor31!\nthat's the password, user is etl", ["rook_harbor31!"]),
+    ],
+    "value far from its cue or linked back to it": [
+        ("Zr8#kQ2mWx — I set it last Tuesday after the audit found the old one in a log, it's the new root password",
+         ["Zr8#kQ2mWx"]),
+        ("I'm pasting Tq7!wL2mKz here so I don't forget; the on-call doc says it's the break-glass password.",
+         ["Tq7!wL2mKz"]),
+        ("orchid_324 — password for the kiosk", ["orchid_324"]),
+        ("try tundra407 (that's the admin password, not mine)", ["tundra407"]),
+        ("Use HarborFjordYak88 when it prompts; it's the keystore password.", ["HarborFjordYak88"]),
+        ("it reset me to QmB=ra^!7x2K and now I can't log in at all", ["QmB=ra^!7x2K"]),
+        ("kata sandinya Hq8!zP2m@Lw ya", ["Hq8!zP2m@Lw"]),
+        ("guest wifi pass is 0k7rwq2mzt btw", ["0k7rwq2mzt"]),
+        ("Use postgres with password heron_772 for the old admin", ["heron_772"]),
+    ],
+    "passphrase of plain words": [
+        ("the passphrase is \"quartz tundra mango violet\"", ["quartz tundra mango violet"]),
+        ("'falcon opal basil' is the wifi password", ["falcon opal basil"]),
+        ("the LUKS passphrase on the spare disk is walnut tiger pepper comet", ["walnut tiger pepper comet"]),
+        ("a senha do wifi é pebble lagoon cactus tulip12", ["pebble lagoon cactus tulip12"]),
+    ],
+    "masked value continued on the next line": [
+        ("```\nAPI_SECRET=8f2ka9Qm4Wz7Lp3X\n5vT1nR6hB2cY9jD4\n```", ["5vT1nR6hB2cY9jD4"]),
+        ("```go\nconst key = \"AKx9mQ2wLz4pT8vR\" +\n\t\"7nB3cY5hJ1fD6sK2\"\n```", ["7nB3cY5hJ1fD6sK2"]),
+        ("```bash\nTOKEN=glpat-Xq8mW2zLp4xT3vR\nTOKEN+=Lp4xT3vR7nB5\n```", ["Lp4xT3vR7nB5"]),
+        ("token=Zk29vQmx7Lp\nRKXm_xBkf7OZ4TrB", ["RKXm_xBkf7OZ4TrB"]),
+    ],
+    "device or network login": [
+        ("wifi: CafeLumen / harbor nutmeg kiwi opal", ["harbor nutmeg kiwi opal"]),
+        ("wifi: CafeLumen / x7kq2m9wzt", ["x7kq2m9wzt"]),
+        ("IPMI: ADMIN / Tq8^zL2m=Wx", ["Tq8^zL2m=Wx"]),
+        ("router login: admin // Ut6!mQ2wRz", ["Ut6!mQ2wRz"]),
+    ],
+    "code list above its cue": [
+        ("```\n3a7f1-9c2e4\nb81d0-4f7a2\n6e2c9-d1b38\n90f4a-7c3e1\n```\n^ those are the recovery codes from the Google account",
+         ["3a7f1-9c2e4", "b81d0-4f7a2", "6e2c9-d1b38", "90f4a-7c3e1"]),
+    ],
+    "2FA key in German": [
+        ("Zwei-Faktor-Schlüssel: JBSWY3DPEHPK3PXPQ7RT4WZA", ["JBSWY3DPEHPK3PXPQ7RT4WZA"]),
+    ],
+}
+
+KEPT = [
+    "The password is:\n\nnot something I'll paste here, ask Ana.",
+    "Password for the NAS:\n```\n<in 1Password>\n```",
+    "passphrase\n> see the vault entry ops/gpg",
+    "```\nmake build\n```\n^ that's the command that asks for the password",
+    "the password field\nlabel: Password\ntype: password",
+    "User: what's the password policy?\n\nAssistant: Here it is:\n\n    min length 12, rotate every 90 days",
+    "By default, MarkLogic admin username will be set to `admin` and the password will be set to a random value.",
+    "```yaml\n- name: DB_PASSWORD\n  valueFrom:\n    secretKeyRef:\n      name: db-creds\n      key: password\n```",
+    "the password is saved somewhere safe now",
+    "the password is stored in the team vault",
+    "my password manager is 1Password8 and it syncs fine",
+    "python3 is the interpreter; the password prompt comes from sudo",
+    "Received 8192 of 8192 (100.0%), key: Linux-node-8f3a2c91e4b7d5a6",
+    "path: src / lib",
+    "wifi: GuestNet / open network, no password",
+    "version: 1.2.3 / 1.3.0",
+    "password=***\nsee the docs",
+    "Order numbers: 48213, 90817, 77431 and 55210",
+    "```\nabc1234\ndef5678\n```\n^ those are the commits that touched the recovery codes",
+    "User: what's the wifi password?\n\nAssistant: I don't know it, ask the front desk.",
+]
+
+
+@pytest.mark.parametrize(("text", "secrets"), [c for cases in MASKED.values() for c in cases],
+                         ids=[f"{fam}-{i}" for fam, cases in MASKED.items() for i in range(len(cases))])
+def test_masked(text: str, secrets: list[str]) -> None:
+    out = redact(text).text
+    for s in secrets:
+        assert s not in out, out
+    assert redact(out).text == out
+
+
+@pytest.mark.parametrize("text", KEPT)
+def test_kept(text: str) -> None:
+    assert redact(text).text == text
