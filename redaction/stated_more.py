@@ -54,17 +54,21 @@ def find_wifi_qr(text: str, low: str) -> Iterator[Candidate]:
 
 # a Wi-Fi line naming its key: "WiFi: network Casa-Ruiz, key X"; wpa_passphrase SSID X
 _WIFI_KEY_RE = re.compile(
-    r"(?i)\b(?:wi-?fi|wlan|ssid|wpa[23]?)\b[^\n]{0,80}?\b(?:key|pass|pwd|pw|psk|code)\b[ \t]*[:=]?[ \t]*[\"'`]?"
-    r"(?P<v>[^\s\"'`,;]{6,64})|\bwpa_passphrase[ \t]+[^\s]{1,32}[ \t]+[\"']?(?P<w>[^\s\"']{8,63})")
+    r"(?im)\b(?:wi-?fi|wlan|ssid|wpa[23]?)\b[^\n]{0,80}?\b(?:key|pass|pwd|pw|psk|code)\b"
+    r"(?:[ \t]+(?:for|of|on|at|in|to|the|our|my|your|this|that|office|guest|home|lab|network|wifi|wi-fi|is|was|now)){0,6}"
+    r"[ \t]*[:=]?[ \t]*[\"'`]?(?P<v>[^\s\"'`,;]{6,64})|\bwpa_passphrase[ \t]+[^\s]{1,32}[ \t]+[\"']?(?P<w>[^\s\"']{8,63})"
+    r"|<keyMaterial>(?P<x>[^<\s]{8,63})</keyMaterial>|^[ \t]*option[ \t]+key[ \t]+[\"']?(?P<o>[^\s\"']{8,63})")
+# a Wi-Fi key of capitalised words ("YonderWillowHollowBasalt"): generated, said after a Wi-Fi key cue
+_CAMEL_WORDS_RE = re.compile(r"(?:[A-Z][a-z]{2,9}){4,7}")
 
 
 def find_wifi_keys(text: str, low: str) -> Iterator[Candidate]:
     if " " not in text and "\t" not in text:
         return  # its values follow words: a text with no blank is one token (a blob, a key file)
     for m in _WIFI_KEY_RE.finditer(text):
-        g = "v" if m.group("v") else "w"
+        g = next(k for k in ("v", "w", "x", "o") if m.group(k))
         v = _value_end(m.group(g))
-        if shape(v) is not None or word_passphrase(v):
+        if shape(v) is not None or word_passphrase(v) or _CAMEL_WORDS_RE.fullmatch(v):
             yield ("wifi-password", m.start(g), m.start(g) + len(v), 0)
 
 
@@ -212,7 +216,7 @@ def find_split_parts(text: str, low: str) -> Iterator[Candidate]:
 # A token read out in groups of four
 # --------------------------------------------------------------------------
 
-_QUAD_RE = re.compile(r"(?<![A-Za-z0-9_/+=.:-])(?:[a-z0-9]{4}(?: [a-z0-9]{4}){5,15}|[A-Z0-9]{4}(?: [A-Z0-9]{4}){5,15})"
+_QUAD_RE = re.compile(r"(?<![A-Za-z0-9_/+=.:-])(?:[a-z0-9]{4,6}(?: [a-z0-9]{4,6}){5,15}|[A-Z0-9]{4,6}(?: [A-Z0-9]{4,6}){5,15})"
                       r"(?![A-Za-z0-9_/+=-])")
 _QUAD_HASH_RE = re.compile(r"\b(?:fingerprint|fpr|gpg|pgp|sha(?:1|256|512)?|md5|checksum|hash|digest|commit|iban|account"
                            r"|card|serial|phone number|tel|hex ?dump|mac|ipv6|uuid|guid|bic|swift|isbn|barcode)\b",
@@ -225,13 +229,15 @@ def find_quad_groups(text: str, low: str) -> Iterator[Candidate]:
         return  # its values follow words: a text with no blank is one token (a blob, a key file)
     for m in _QUAD_RE.finditer(text):
         groups = m.group().split(" ")
+        if len({len(g) for g in groups}) != 1:
+            continue  # groups read out from a screen are of one width (4, 5 or 6)
         bare = "".join(groups)
         digit_only = sum(g.isdigit() for g in groups)
         with_digit = sum(any(c.isdigit() for c in g) for g in groups)
         with_alpha = sum(any(c.isalpha() for c in g) for g in groups)
         if 2 * digit_only > len(groups) or with_alpha < len(groups) // 2 or with_digit == 0:
             continue  # numbers (accounts, cards, phone numbers) or words
-        if len(bare) == 40 and re.fullmatch(r"[0-9a-fA-F]+", bare):
+        if len(bare) == 40 and len(groups[0]) == 4 and re.fullmatch(r"[0-9a-fA-F]+", bare):
             continue  # a GPG fingerprint
         if len(set(groups)) < len(groups) - 1 or shannon(bare) < 3.2:
             continue
@@ -247,7 +253,7 @@ def detectors(Detector):  # noqa: N803 - the class from rules.py (which imports 
     return (
         Detector("pin-flag", find_pin_flags, gates=("-pin", "-puk", "-passcode"), patterns=(_PIN_FLAG_RE.pattern,)),
         Detector("wifi-qr", find_wifi_qr, gates=("wifi:",), patterns=(_WIFI_QR_RE.pattern,)),
-        Detector("wifi-key", find_wifi_keys, gates=("wifi", "wi-fi", "wlan", "ssid", "wpa"),
+        Detector("wifi-key", find_wifi_keys, gates=("wifi", "wi-fi", "wlan", "ssid", "wpa", "<keymaterial>", "option"),
                  patterns=(_WIFI_KEY_RE.pattern,)),
         Detector("webhook-secret", find_webhook_secrets, gates=("whsec_",), patterns=(_WHSEC_RE.pattern,)),
         Detector("secret-is-value", find_secret_is_values, gates=("secret", "token", "key"),

@@ -187,6 +187,22 @@ def _next_value(text: str, le: int) -> tuple[int, int] | None:
     return None
 
 
+def _more_lines(text: str, p: int, seen: set[int]) -> Iterator[Candidate]:
+    """The lines right after a value given on a line of its own, each one token of the same kind:
+    a value split over lines ("Vx7!kQ2m" / "Wz9#pL4t"); a blank line or a fence ends it."""
+    for _ in range(3):
+        le = text.find("\n", p)
+        if le < 0:
+            return
+        ls, nle = _line(text, le + 1)
+        v = _lone_value(text, ls, nle) if text[ls:nle].strip() and not _FENCE_RE.fullmatch(text, ls, nle) else None
+        if v is None or " " in text[v[0]:v[1]] or v[0] in seen or not _strong(text[v[0]:v[1]]):
+            return
+        seen.add(v[0])
+        yield ("stated-password", v[0], v[1], 0)
+        p = v[1]
+
+
 def _prev_value(text: str, ls: int) -> tuple[int, int] | None:
     p = ls - 1
     for _ in range(_MAX_GAP_LINES + 1):
@@ -222,13 +238,14 @@ def find_near_values(text: str, low: str, cues: Iterable[str] | None = None) -> 
         # ---- next line: the cue line gives no value and opens one
         if not any(pw_like(text[a:b]) for a, b in (_trim(text, m.start() + ce, m.end() + ce)
                                                     for m in re.finditer(r"\S+", tail))) \
-                and not compound and len(words) <= 8 and not tail.rstrip().endswith((".", "!")) \
+                and not compound and (len(words) <= 8 or (len(words) <= 14 and tail.rstrip().endswith(":"))) and not tail.rstrip().endswith((".", "!")) \
                 and "**" not in tail and "\x0b" not in tail:  # "password: ***": a value given (masked) here
             if _OPEN_TAIL_RE.search(text, ce, le) or not tail.strip() or tail.strip().endswith("?"):
                 v = _next_value(text, le)
                 if v is not None and v[0] not in seen and _ok(text, *v):
                     seen.add(v[0])
                     yield ("stated-password", v[0], v[1], 0)
+                    yield from _more_lines(text, v[1], seen)
         # ---- previous line: this line points back at a lone value above it
         head = low[ls:cs]
         if head.strip().startswith(_POINTERS) and len(head.split()) <= 5:
@@ -295,54 +312,15 @@ def _linked(text: str, low: str, e: int, cs: int) -> bool:
         or any(t.startswith(_POINTERS) for t in toks)
 
 
-# --------------------------------------------------------------------------
-# A masked value continued on the next line; a device or network login "label: name / value"
-# --------------------------------------------------------------------------
-
-# the end of a line whose value was masked (by another rule, in an earlier pass: the engine re-scans
-# with markers blanked) or written as *** — then a line that holds only the rest of a token
-_CONTINUED_RE = re.compile(r"(?:\x0b{4,}|\*{3,})[\"']?[ \t]*(?:\+|\\|\.\.\.|…)?[ \t]*\r?\n"
-                           r"[ \t]*(?:[A-Za-z_][A-Za-z0-9_]*[ \t]*\+=[ \t]*|\+[ \t]*)?[\"']?"
-                           r"(?P<v>[A-Za-z0-9_\-+/=.~]{6,512})[\"']?[ \t]*[;,)]?[ \t]*\r?(?:\n|$)")
-# "wifi: AcmeGuest / value", "IPMI: ADMIN / value", "router: admin // value"
-_LABEL_PAIR_RE = re.compile(r"(?im)^[ \t>*-]*(?:[^\n:]{0,40}?\b)?(?P<label>wi-?fi|wlan|ssid|network|guest|ipmi|idrac|ilo|bmc"
-                            r"|router|console|switch|nas|printer|camera|ap|login|creds|credentials|account|vpn)\b"
-                            r"[^\n:]{0,30}:[ \t]+[`'\"]?[^\s/`'\"]{2,40}[`'\"]?[ \t]+/{1,2}[ \t]+(?P<v>[^\n]{4,80}?)[ \t]*\r?$")
-
-
-_LONG_RANDOM_RE = re.compile(r"(?=.*[0-9])(?=.*[A-Z])(?=.*[a-z])[A-Za-z0-9_\-+/=]{12,}|[0-9a-f]{16,}")
-
-
-def _token_rest(v: str) -> bool:
-    """The rest of a token: random-looking (digits or mixed case, not a word or a path)."""
-    return (any(c.isdigit() for c in v) or (any(c.isupper() for c in v[1:]) and any(c.islower() for c in v))) \
-        and not _id_shaped(v.strip(".")) or (len(v) >= 12 and any(c.isdigit() for c in v) and "/" not in v[:1])
-
-
-def find_continued(text: str, low: str) -> Iterator[Candidate]:
-    for m in _CONTINUED_RE.finditer(text):
-        v = m.group("v")
-        if m.group().startswith("*") and not (len(v) >= 12 and (shape(v) == "medium" or _LONG_RANDOM_RE.fullmatch(v))):
-            continue  # "password: ***" then a line of prose: only a long random run continues a value
-        if _token_rest(v) and not v.startswith(("http", "//")):
-            yield ("split-secret", *m.span("v"), 0)
-
-
-def find_label_pairs(text: str, low: str) -> Iterator[Candidate]:
-    for m in _LABEL_PAIR_RE.finditer(text):
-        s, e = m.span("v")
-        v = text[s:e]
-        if " " in v:
-            if _BARE_WORDS_RE.fullmatch(v) and _phrase_ok(v):
-                yield ("stated-password", s, e, 0)
-            continue
-        s, e = _trim(text, s, e)
-        if e > s and _strong(text[s:e]):
-            yield ("stated-password", s, e, 0)
-
-
 def detectors(Detector):  # noqa: N803 - the class from rules.py (which imports this module)
     """The detector entries of this module, for ``rules.DETECTORS``."""
+    from . import stated_pairs as sp  # imports this module: loaded once this one is
+
     return (Detector("stated-near", find_near_values, gates=NEAR_GATES, patterns=NEAR_PATTERNS, cued=True),
-            Detector("continued-secret", find_continued, gates=("\x0b", "***"), patterns=(_CONTINUED_RE.pattern,)),
-            Detector("label-pair", find_label_pairs, gates=(" / ", " // "), patterns=(_LABEL_PAIR_RE.pattern,)))
+            Detector("continued-secret", sp.find_continued, gates=("\x0b", "***"),
+                     patterns=(sp._CONTINUED_RE.pattern, sp._JOINED_RE.pattern)),
+            Detector("label-pair", sp.find_label_pairs, gates=(" / ", " // "), patterns=(sp._LABEL_PAIR_RE.pattern,)),
+            Detector("login-pair", sp.find_login_pairs, gates=("/", "|", ",", ":", "=", " with ", " and ", " mit ", " et ", " y ",
+                                                            " e ", " con ", " avec "),
+                     patterns=(sp._PAIR_CUE_RE.pattern, sp._PAIR_RE.pattern, sp._UP_RE.pattern, sp._HOST_TAIL_RE.pattern,
+                               sp._PW_WORD_RE.pattern)))

@@ -61,6 +61,25 @@ MASKED = {
         ("IPMI: ADMIN / Tq8^zL2m=Wx", ["Tq8^zL2m=Wx"]),
         ("router login: admin // Ut6!mQ2wRz", ["Ut6!mQ2wRz"]),
     ],
+    "login pair on a line naming a login": [
+        ("u: grafana p: Zt7#mW2qRx", ["Zt7#mW2qRx"]),
+        ("it's `monitor` / `Gh7!kL2pQz` for the dashboard", ["Gh7!kL2pQz"]),
+        ("creds: admin // Ut6!mQ2wRz", ["Ut6!mQ2wRz"]),
+        ("log in as `deploy` with `Orchid_1987`", ["Orchid_1987"]),
+        ("admin:orchid_324@nas.home.lan", ["orchid_324"]),
+    ],
+    "value split over lines or joined on one": [
+        ("password was split over two lines in the sticky note:\nVx7!kQ2m\nWz9#pL4t", ["Vx7!kQ2m", "Wz9#pL4t"]),
+        ("```bash\nexport GITHUB_TOKEN=\"ghp_4kQ9mW2zLp8xT3vR\"\"7nB5cY1hJ6fD0sA2Lk\"\n```", ["7nB5cY1hJ6fD0sA2Lk"]),
+    ],
+    "Wi-Fi keys": [
+        ("WPA2 key for the office network is MarbleHeronTulipCanyon", ["MarbleHeronTulipCanyon"]),
+        ("config wifi-iface\n    option ssid 'Lab'\n    option key 'Rm8!qL2zWt'", ["Rm8!qL2zWt"]),
+    ],
+    "token read out in groups of five": [
+        ("reading it off the screen: 7f3e9 3a26e 101bd 8d812 379cb 3f0c1 4b7cf a2533",
+         ["7f3e9", "3a26e", "101bd", "a2533"]),
+    ],
     "code list above its cue": [
         ("```\n3a7f1-9c2e4\nb81d0-4f7a2\n6e2c9-d1b38\n90f4a-7c3e1\n```\n^ those are the recovery codes from the Google account",
          ["3a7f1-9c2e4", "b81d0-4f7a2", "6e2c9-d1b38", "90f4a-7c3e1"]),
@@ -91,6 +110,15 @@ KEPT = [
     "Order numbers: 48213, 90817, 77431 and 55210",
     "```\nabc1234\ndef5678\n```\n^ those are the commits that touched the recovery codes",
     "User: what's the wifi password?\n\nAssistant: I don't know it, ask the front desk.",
+    "log in with your SSO account / Okta2 profile",
+    "console | Chrome120 | Windows11",
+    "the api key header is X-Api-Key, see docs/auth.md#keys",
+    "(base) $ echo -n 'username' | base64\ndXNlcm5hbWU=",
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII3MQOmh5/Zk8qW2xLp4Tv7nR3cB5hY1J9kD6sF0aG ci-bot@laptop",
+    "type=LOGIN_ERROR, realmId=master, clientId=nexus, userId=3f8a1c9e, ipAddress=127.0.0.1",
+    "openssl req -x509 -new -key ca.key -out ca.crt -subj \"/CN=ROOT-CA/O=Acme2.net\"",
+    "commits: 3f9a2c1 8e7d6c5 b4a3928 1706f5e 4d3c2b1 a0b1c2d",
+    "GPG fingerprint: 4A2B 9C3D 7E1F 0A5B 8C6D 2E4F 1A3B 5C7D 9E0F 2A4B",
 ]
 
 
