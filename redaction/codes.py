@@ -26,8 +26,9 @@ _CODE_WORD = r"[A-Za-z0-9]{3,12}(?:-[A-Za-z0-9]{3,12}){0,3}"  # an item with no 
 _CODE_LINE_RE = re.compile(r"[ \t]*(?:>[ \t]?)*(?:[|│][ \t]*(?:[0-9]{1,2}[ \t]*[|│][ \t]*)?)?"
                            r"(?:[-*•+][ \t]+|[0-9]{1,2}[.):][ \t]+|\[[ xX]?\][ \t]+)?[`\"']?(?P<v>" + _CODE_ITEM
                            + r")[`\"']?[ \t]*[|│,;]?[ \t]*\r?")
-_CODE_INLINE_RE = re.compile(r"(?<![A-Za-z0-9-])" + _CODE_ITEM + r"(?:(?:[ \t]*[,;][ \t]*(?:and[ \t]+|or[ \t]+)?|[ \t]+[/|][ \t]+|[ \t]+(?:and|or|und|et|y|e)[ \t]+)" + _CODE_ITEM
-                             + r"){2,}(?![A-Za-z0-9-])")
+_CODE_INLINE_RE = re.compile(r"(?<![A-Za-z0-9-])[\"'`]?" + _CODE_ITEM + r"[\"'`]?(?:(?:[ \t]*[,;][ \t]*(?:and[ \t]+|or[ \t]+)?"
+                             r"|[ \t]+[/|·•][ \t]+|[ \t]+(?:and|or|und|et|y|e)[ \t]+)[\"'`]?" + _CODE_ITEM
+                             + r"[\"'`]?){2,}(?![A-Za-z0-9-])")
 _CODE_SPACED_RE = re.compile(r"(?<![A-Za-z0-9-])" + _CODE_WORD + r"(?:[ \t]+" + _CODE_WORD + r"){2,}(?![A-Za-z0-9-])")
 _CODE_ONE_RE = re.compile(_CODE_ITEM)
 # codes in columns: "k7x2m9q4  p3w8z1n6" (two or more spaces or a tab between them)
@@ -42,7 +43,9 @@ CODE_LIST_PATTERNS = (_CODE_ROW_RE.pattern, _CODE_LINE_RE.pattern, _CODE_INLINE_
 #: gate words of find_code_lists: the literal parts of its cues
 CODE_CUES = ("locked out", "lockout", "recovery", "backup", "emergency", "scratch", "one-time", "one time", "single-use", "single use", "2fa",
              "mfa", "two-factor", "two factor", "2-step", "otp", "authenticator", "phone", "code", "códig", "codig",
-             "codic", "recupera", "secours", "notfall", "herstel", "wiederherstell", "respaldo", "ripristin")
+             "codic", "recupera", "secours", "notfall", "herstel", "wiederherstell", "respaldo", "ripristin",
+             "zapasow", "kody", "коды", "резервн", "восстановлен", "reservkod", "yedek", "kodlar", "バックアップ",
+             "リカバリー", "备用", "恢复", "復原", "備用")
 
 
 def _shape(item: str) -> tuple:
@@ -55,14 +58,16 @@ def _code_list(items: list[str]) -> bool:
     if len(items) < 3 or len(set(items)) != len(items):
         return False
     shape = _shape(items[0])
-    if any(_shape(it) != shape for it in items) or sum(shape[:len(shape) - len(shape) // 2]) < 8:
-        return False
     bare = [it.replace("-", "").replace(" ", "") for it in items]
+    width = sum(shape[:len(shape) - len(shape) // 2])
+    if any(_shape(it) != shape for it in items) or (width < 8 and not (
+            width >= 6 and len(items) >= 5 and all(b.isdigit() for b in bare))):
+        return False  # 8+ characters, or five or more codes of 6+ digits (SMS-style backup codes)
     if 2 * sum(any(c.isdigit() for c in b) for b in bare) < len(items):
         return False
     if all(b.isdigit() for b in bare):
         nums = sorted(int(b) for b in bare)
-        if len(items) < 4 or nums[-1] - nums[0] < 100 * len(nums):
+        if (len(items) < 4 and "-" not in items[0]) or nums[-1] - nums[0] < 100 * len(nums):
             return False  # plain numbers close together: ids, dates, counts, ports
     elif len(bare[0]) == len(items[0]) and all(_HEX_ID_RE.fullmatch(b) for b in bare):
         return False  # abbreviated commit hashes
@@ -125,12 +130,14 @@ def find_code_lists(text: str, low: str) -> Iterator[Candidate]:
         hi = min(len(text), ce + _CODE_WINDOW + 400)
         for rx, one in ((_CODE_INLINE_RE, _CODE_ONE_RE), (_CODE_SPACED_RE, _CODE_WORD_RE)):
             if rx is _CODE_INLINE_RE and text.find(",", ce, hi) < 0 and text.find(";", ce, hi) < 0 \
-                    and text.find(" / ", ce, hi) < 0 and text.find(" | ", ce, hi) < 0:
+                    and text.find(" / ", ce, hi) < 0 and text.find(" | ", ce, hi) < 0 and text.find(" · ", ce, hi) < 0 \
+                    and text.find(" and ", ce, hi) < 0:
                 continue
             m = rx.search(text, ce, hi)
             if m is None or m.start() >= ce + _CODE_WINDOW:
                 continue
-            items = [x.span() for x in one.finditer(text, m.start(), m.end())]
+            items = [_drop_words(text, *x.span()) for part in _split_and(text, m.start(), m.end())
+                     for x in one.finditer(text, *part)]
             if rx is _CODE_SPACED_RE:
                 while items and not _DIGIT_RE.search(text, *items[0]):
                     items.pop(0)  # "codes are k3j9-x8p2 …": the words before the list
@@ -141,6 +148,28 @@ def find_code_lists(text: str, low: str) -> Iterator[Candidate]:
                         yield ("recovery-codes", s, e, 0)
                     done = max(done, run[-1][1])
                     break
+
+
+_AND_RE = re.compile(r" (?:and|or|und|et|y|e) ")
+
+
+def _split_and(text: str, s: int, e: int) -> list[tuple[int, int]]:
+    """"3tx8r-5vn1q and 6hb4w-2mz9k" read as one spaced item: the two items."""
+    out = []
+    for m in _AND_RE.finditer(text, s, e):
+        out.append((s, m.start()))
+        s = m.end()
+    out.append((s, e))
+    return out
+
+
+def _drop_words(text: str, s: int, e: int) -> tuple[int, int]:
+    """An item that took the words before it ("are 3tx8r-5vn1q"): the words without a digit go."""
+    while True:
+        sp = text.find(" ", s, e)
+        if sp < 0 or _DIGIT_RE.search(text, s, sp):
+            return s, e
+        s = sp + 1
 
 
 def _list_before(text: str, cs: int) -> list[Candidate]:

@@ -84,6 +84,20 @@ MASKED = {
         ("```\n3a7f1-9c2e4\nb81d0-4f7a2\n6e2c9-d1b38\n90f4a-7c3e1\n```\n^ those are the recovery codes from the Google account",
          ["3a7f1-9c2e4", "b81d0-4f7a2", "6e2c9-d1b38", "90f4a-7c3e1"]),
     ],
+    "code lists in more forms": [
+        ("my 2FA recovery codes are 7kq2m-9zw4p, 3tx8r-5vn1q and 6hb4w-2mz9k",
+         ["7kq2m-9zw4p", "3tx8r-5vn1q", "6hb4w-2mz9k"]),
+        ('these are my 2fa recovery codes: ["7kq2m-9zw4p", "3tx8r-5vn1q", "6hb4w-2mz9k", "9pl3x-7xq2b"]',
+         ["7kq2m-9zw4p", "9pl3x-7xq2b"]),
+        ("Recovery codes — 7kq2m-9zw4p · 3tx8r-5vn1q · 6hb4w-2mz9k · 9pl3x-7xq2b", ["7kq2m-9zw4p", "9pl3x-7xq2b"]),
+        ("kody zapasowe:\n1. 48213957\n2. 90817263\n3. 37462819\n4. 65029384\n5. 12983746", ["48213957", "12983746"]),
+        ("резервные коды: 4821-3957, 9081-7263, 3746-2819, 6502-9384", ["4821-3957", "6502-9384"]),
+        ("here are the 2FA backup codes for the Slack admin: 839201, 402918, 591037, 284610, 730195",
+         ["839201", "730195"]),
+        ("códigos de respaldo: 9281-7364, 5019-2837, 6620-1948", ["9281-7364", "6620-1948"]),
+        ("I used 7kq2m-9zw4p already; the remaining recovery codes are 3tx8r-5vn1q, 6hb4w-2mz9k, 9pl3x-7xq2b",
+         ["3tx8r-5vn1q", "9pl3x-7xq2b"]),
+    ],
     "2FA key in German": [
         ("Zwei-Faktor-Schlüssel: JBSWY3DPEHPK3PXPQ7RT4WZA", ["JBSWY3DPEHPK3PXPQ7RT4WZA"]),
     ],
@@ -119,6 +133,12 @@ KEPT = [
     "openssl req -x509 -new -key ca.key -out ca.crt -subj \"/CN=ROOT-CA/O=Acme2.net\"",
     "commits: 3f9a2c1 8e7d6c5 b4a3928 1706f5e 4d3c2b1 a0b1c2d",
     "GPG fingerprint: 4A2B 9C3D 7E1F 0A5B 8C6D 2E4F 1A3B 5C7D 9E0F 2A4B",
+    "error codes: 4821, 9081, 3746 and 6502",
+    "backup job ids: 48213957 48213958 48213959 48213960",
+    "recovery took 4821 ms, 9081 ms, 3746 ms, 6502 ms",
+    "Backup codes:\n- printed, in the safe\n- a copy in 1Password",
+    "commits in the backup branch:\n3f9a2c1\n8e7d6c5\nb4a3928\n1706f5e",
+    "backup sizes: 120391, 120455, 120502, 120611, 120733 bytes",
 ]
 
 
