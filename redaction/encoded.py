@@ -35,8 +35,11 @@ _ENC_PARAM_RE = re.compile(r"(?:%(?:25){0,3}3[Ff]|%(?:25){0,3}26|[?&])(?P<name>[
                            r"%(?P<lvl>(?:25){0,3})3[Dd]")
 _ENC_VALUE_RE = re.compile(r"(?:[A-Za-z0-9._~+!*-]|%(?:25){0,3}[0-9A-Fa-f]{2}){1,2048}")
 _ENC_STOP = frozenset("& \"'<>")
+_KEY_PARAMS = frozenset({"key", "apikey", "api-key", "sig", "signature", "access_key", "accesskey", "k"})
 _TOKEN_USER_PW = frozenset({"", "x-oauth-basic", "x-oauth-token", "x", "oauth2", "basic"})
-ENCODED_PATTERNS = (_B64_BLOB_RE.pattern, _ENC_PARAM_RE.pattern, _ENC_VALUE_RE.pattern)
+_ENC_JSON_RE = re.compile(r"%(?P<l>(?:25)?)22(?P<name>[A-Za-z0-9_.\-]{1,64})%(?P=l)22%(?P=l)3[Aa](?:%(?P=l)20)*%(?P=l)22"
+                          r"(?P<v>(?:[A-Za-z0-9._~+!*-]|%(?:25){0,2}[0-9A-Fa-f]{2}){1,512}?)%(?P=l)22")
+ENCODED_PATTERNS = (_B64_BLOB_RE.pattern, _ENC_PARAM_RE.pattern, _ENC_VALUE_RE.pattern, _ENC_JSON_RE.pattern)
 
 
 _JSON_SECRET_RE = re.compile(r'(?i)"[a-z_]*(?:password|passwd|secret|token|api_?key|private_?key)"\s*:\s*"[^"]{4,}"')
@@ -85,7 +88,7 @@ def find_encoded_values(text: str, low: str) -> Iterator[Candidate]:
             if vm is None:
                 continue
             s, e = vm.span()
-            e = _encoded_end(text, s, e)
+            e = _encoded_end(text, s, e, len(m.group("lvl")) // 2)
             if e <= s:
                 continue
             strength = _secret_name(m.group("name"))
@@ -96,6 +99,15 @@ def find_encoded_values(text: str, low: str) -> Iterator[Candidate]:
                 value = unquote(value)
             if strength is not None and _judge(strength, value):
                 yield ("encoded-secret", s, e, 0)
+            elif strength is None and m.group("name").lower() in _KEY_PARAMS and (
+                    (_HEX_ID_RE.fullmatch(value) and len(value) >= 32) or token_shape(value, 20)):
+                yield ("encoded-secret", s, e, 0)  # "…%3Fkey%3D<40 hex>": an API key as a bare "key" parameter
+    if "%3a" in low or "%253a" in low:
+        for m in _ENC_JSON_RE.finditer(text):  # %22password%22%3A%22<value>%22: JSON inside a URL
+            value = unquote(unquote(m.group("v")))
+            strength = _secret_name(m.group("name"))
+            if strength is not None and _judge(strength, value):
+                yield ("encoded-secret", *m.span("v"), 0)
     if "@" in text:
         for m in overlapping(URL_USERINFO_RE, text):
             pw = m.group("pw")
@@ -104,15 +116,16 @@ def find_encoded_values(text: str, low: str) -> Iterator[Candidate]:
                 yield ("url-credentials", *m.span("user"), 0)
 
 
-def _encoded_end(text: str, s: int, e: int) -> int:
-    """Cut an encoded value at the first escape that decodes to a separator (``%26`` is ``&``)."""
+def _encoded_end(text: str, s: int, e: int, level: int = 0) -> int:
+    """Cut an encoded value at the first escape that decodes to a separator (``%26`` is ``&``) at
+    the level of its name's ``=`` (``password%3D…%2526…``: the ``&`` one level deeper is the value's)."""
     p = s
     while p < e:
         if text[p] == "%":
             q = p + 1
             while text.startswith("25", q) and q + 2 < e and text[q + 2] in "0123456789abcdefABCDEF":
                 q += 2
-            if chr(int(text[q:q + 2], 16)) in _ENC_STOP:
+            if chr(int(text[q:q + 2], 16)) in _ENC_STOP and (q - p - 1) // 2 <= level:
                 return p
             p = q + 2
         else:

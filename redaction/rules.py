@@ -466,7 +466,7 @@ DETECTORS: tuple[Detector, ...] = (
     Detector("grouped-secret", structures.find_groups, gates=structures.GROUP_CUES, requires=((DIGIT,),),
              patterns=structures.GROUP_PATTERNS[3:]),
     Detector("split-secret", structures.find_split_values, gates=("\n",), patterns=structures.SPLIT_PATTERNS),
-    Detector("encoded-secret", structures.find_encoded_values, gates=("base64", "%3d", "%253d", "@"),
+    Detector("encoded-secret", structures.find_encoded_values, gates=("base64", "%3d", "%253d", "%3a", "%253a", "@"),
              patterns=structures.ENCODED_PATTERNS),
 )
 

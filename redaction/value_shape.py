@@ -33,7 +33,7 @@ _UPPER_IDENT_RE = re.compile(r"[A-Z0-9]+(?:[-_.][A-Z0-9]+)*")
 _KV_RE = re.compile(r"(?:[a-z_][a-z_.-]{2,40}|[A-Z_][A-Z_.-]{2,40}|(?:[A-Z][a-z]{2,}){1,4})[=:](?!=)")
 _PATH_RE = re.compile(r"(?:[A-Za-z]:)?[\\/~]|\.{1,2}/|.*/[A-Za-z0-9_.-]+/|.*\.(?:pem|key|json|txt|p12|pfx|crt|env"
                       r"|ya?ml|toml|ini|conf|cfg|py|js|ts|sh|go|rs|md|log|sql|zip|gz|tar|jks)$")
-_CODE_RE = re.compile(r"[(){}\[\]<>]|->|::|\$\{|\$\(|^\$(?:[A-Z0-9_]+|[a-z0-9_]+|[a-z]+(?:[A-Z][a-z0-9]+)+)$|%[A-Za-z_]+%|^%[sdqv]$")
+_CODE_RE = re.compile(r"[(){}\[\]<>]|->|::|\$\{|\$\(|^\$(?:[A-Z0-9_]+|[a-z0-9_]+|[a-z]+(?:[A-Z][a-z0-9]+)+)$|(?:^|[\\/;=:])%[A-Za-z_]+%(?:$|[\\/;.])|^%[sdqv]$")
 _PASSPHRASE_RE = re.compile(r"[A-Za-z]{3,12}(?P<sep>[-_.])(?:[A-Za-z]{3,12}|\d{1,6})(?:(?P=sep)(?:[A-Za-z]{3,12}|\d{1,6})){1,6}")
 _LEET_RE = re.compile(r"[A-Za-z][013457@$][a-z]")  # Z3phyr, F0ssil, Gr@nit (not Argon2id, utf8mb4)
 # "Ember2020-", "Cinder1974_", "Quartz1976*": a name, a number and a symbol after it (identifiers end

@@ -98,6 +98,17 @@ MASKED = {
         ("I used 7kq2m-9zw4p already; the remaining recovery codes are 3tx8r-5vn1q, 6hb4w-2mz9k, 9pl3x-7xq2b",
          ["3tx8r-5vn1q", "9pl3x-7xq2b"]),
     ],
+    "URL-encoded values": [
+        ("https://p.acme.io/go?u=%2Flogin%3Fuser%3Dops%26password%3Dq%2526z%253FK%2540-%2526Wm4rT8v",
+         ["q%2526z%253FK%2540-%2526Wm4rT8v"]),
+        ("location: https://a.io/next?continue=https%3A%2F%2Fapi.a.io%2Fexport%3Fkey%3D"
+         "9c1e7b2d4f6a0c5e8b1d9f3a7c2e3f8a1c9e7b2d", ["9c1e7b2d4f6a0c5e8b1d9f3a7c2e3f8a1c9e7b2d"]),
+        ("state=%7B%22password%22%3A%22Rv7%21qM3xLz%22%7D", ["Rv7%21qM3xLz"]),
+    ],
+    "passwords holding %…% or =": [
+        ("PASSWORD=Q%MN%KD%~6.wB$#=*@3c", ["Q%MN%KD%~6.wB$#=*@3c"]),
+        ("User: remind me the sudo password\n\nAssistant: You told me it's `Wva=cyb=6G~.d-uXH`.", ["Wva=cyb=6G~.d-uXH"]),
+    ],
     "2FA key in German": [
         ("Zwei-Faktor-Schlüssel: JBSWY3DPEHPK3PXPQ7RT4WZA", ["JBSWY3DPEHPK3PXPQ7RT4WZA"]),
     ],
@@ -139,6 +150,10 @@ KEPT = [
     "Backup codes:\n- printed, in the safe\n- a copy in 1Password",
     "commits in the backup branch:\n3f9a2c1\n8e7d6c5\nb4a3928\n1706f5e",
     "backup sizes: 120391, 120455, 120502, 120611, 120733 bytes",
+    "https://x.io/cb?state=%7B%22user%22%3A%22bob%22%2C%22next%22%3A%22%2Fhome%22%7D",
+    "https://x.io/r?u=%2Fsearch%3Fkey%3Dpython%26page%3D2",
+    "set PATH=%APPDATA%\\npm;%PATH% before running it; the password prompt comes later",
+    "sslmode=require is set in the password-less connection string",
 ]
 
 
