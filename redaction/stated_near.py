@@ -323,4 +323,6 @@ def detectors(Detector):  # noqa: N803 - the class from rules.py (which imports 
             Detector("login-pair", sp.find_login_pairs, gates=("/", "|", ",", ":", "=", " with ", " and ", " mit ", " et ", " y ",
                                                             " e ", " con ", " avec "),
                      patterns=(sp._PAIR_CUE_RE.pattern, sp._PAIR_RE.pattern, sp._UP_RE.pattern, sp._HOST_TAIL_RE.pattern,
-                               sp._PW_WORD_RE.pattern)))
+                               sp._PW_WORD_RE.pattern)),
+            Detector("named-key", sp.find_named_keys, gates=sp.NAMED_KEY_GATES,
+                     patterns=(sp._NAMED_KEY_RE.pattern, sp._B64_RUN_RE.pattern)))

@@ -3,6 +3,8 @@
 * a login written as a pair on a line that names a login: "`monitor` / `X`", "admin // X",
   "u: ops p: X", "log in as `deploy` with `X`", "admin:X@nas.home.lan" (the host stays);
 * a device or network login "wifi: SSID / value", "IPMI: ADMIN / value";
+* a key named by what it is, then a base64 run: "aws configure set aws_secret_access_key X", "secret
+  access key for the backup bucket = X", "unseal key 1: X";
 * the rest of a value masked by another rule, on the next line ("token=<masked>" then a line
   holding only the rest) or joined to it on its line ("`<masked>` + `rest`").
 
@@ -17,10 +19,11 @@ from collections.abc import Iterator
 
 from .cues import camel_passphrase, word_passphrase
 from .detectors import Candidate
+from .entropy import shannon
 from .stated_near import _BARE_WORDS_RE, _line, _phrase_ok, _strong, _trim
 from .value_shape import _PW_SYMBOLS, _id_shaped, shape
 
-__all__ = ["find_continued", "find_label_pairs", "find_login_pairs"]
+__all__ = ["find_continued", "find_label_pairs", "find_login_pairs", "find_named_keys"]
 
 # the end of a line whose value was masked (by another rule, in an earlier pass: the engine re-scans
 # with markers blanked) or written as *** — then a line that holds only the rest of a token
@@ -121,3 +124,26 @@ def find_login_pairs(text: str, low: str) -> Iterator[Candidate]:
             if not (shape(v) == "medium" or m.group("q2")):
                 continue  # "deploy and X", "as deploy, X": only a credential-shaped or quoted value
         yield ("stated-password", s, e, 0)
+
+
+# a key named by what it is, then (within a few words) a base64 run of its length
+_NAMED_KEY_RE = re.compile(r"(?i)(?<![A-Za-z0-9])(?:aws_?)?secret[ _-]?access[ _-]?key|unseal[ _-]key|recovery[ _-]key"
+                           r"|root[ _-]token")
+_B64_RUN_RE = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/]{32,128}={0,2}(?![A-Za-z0-9+/=_-])")
+NAMED_KEY_GATES = ("secret access key", "secret_access_key", "secretaccesskey", "secret-access-key", "unseal",
+                   "recovery key", "recovery_key", "recovery-key", "root token", "root_token", "root-token")
+
+
+def find_named_keys(text: str, low: str) -> Iterator[Candidate]:
+    for m in _NAMED_KEY_RE.finditer(text):
+        le = text.find("\n", m.end())
+        k = _B64_RUN_RE.search(text, m.end(), min(len(text) if le < 0 else le, m.end() + 80))
+        if k is None:
+            continue
+        v = k.group().rstrip("=")
+        if v.startswith("/") or re.search(r"/[a-z]{3,}/", v):
+            continue  # a path (/usr/share/doc/…), not a key
+        # (not _id_shaped: a base64 key with two runs of letters between "/" reads as a path to it)
+        if sum(c.isdigit() for c in v) >= 2 and any(c.isupper() for c in v) and any(c.islower() for c in v) \
+                and not v.isalnum() or (len(v) >= 40 and sum(c.isdigit() for c in v) >= 3 and shannon(v) >= 4.0):
+            yield ("named-key", *k.span(), 0)

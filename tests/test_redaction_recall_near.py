@@ -109,6 +109,12 @@ MASKED = {
         ("PASSWORD=Q%MN%KD%~6.wB$#=*@3c", ["Q%MN%KD%~6.wB$#=*@3c"]),
         ("User: remind me the sudo password\n\nAssistant: You told me it's `Wva=cyb=6G~.d-uXH`.", ["Wva=cyb=6G~.d-uXH"]),
     ],
+    "key named by what it is": [
+        ("aws configure set aws_secret_access_key Qm4Wz7Lp3X/a8f2k5vT1nR6hB2cY9jD4sK8mW2zQ", ["Qm4Wz7Lp3X/a8f2k5vT1nR6hB2cY9jD4sK8mW2zQ"]),
+        ("secret access key for the archive bucket = Hx8mQ2wLz4pT9vR7nB3cY5hJ1fD6sK2q+Lp4xT3v",
+         ["Hx8mQ2wLz4pT9vR7nB3cY5hJ1fD6sK2q+Lp4xT3v"]),
+        ("unseal key 2: 7Hq2Kp9WLm3XZt8RVb6NQs4J/a8f2k5vT1nR6hB2cY9j+D4sK8mW2zQm4Wz7", ["7Hq2Kp9WLm3XZt8RVb6NQs4J/a8f2k5vT1nR6hB2cY9j+D4sK8mW2zQm4Wz7"]),
+    ],
     "2FA key in German": [
         ("Zwei-Faktor-Schlüssel: JBSWY3DPEHPK3PXPQ7RT4WZA", ["JBSWY3DPEHPK3PXPQ7RT4WZA"]),
     ],
@@ -154,6 +160,9 @@ KEPT = [
     "https://x.io/r?u=%2Fsearch%3Fkey%3Dpython%26page%3D2",
     "set PATH=%APPDATA%\\npm;%PATH% before running it; the password prompt comes later",
     "sslmode=require is set in the password-less connection string",
+    "see the unseal key docs at /usr/share/doc/vault/UnsealKeyRotationGuide2024Edition",
+    "recovery key saved to docs/vault/recovery/KeysBackup2024Final.txt",
+    "unseal key shares: 5, threshold: 3",
 ]
 
 
