@@ -40,9 +40,15 @@ _LEAD = "\"'`*([{<“‘„«"
 _TRAIL = "\"'`*)]}>.,;:”’»"
 # a line's prefix that is no part of its content: a message label, quote marks, a bullet, indentation
 _LINE_PREFIX_RE = re.compile(r"[ \t]*(?:(?:User|Assistant|Human|AI|Q|A|[A-Z]?[a-z]{2,12})[ \t]*:[ \t]+"
+                             r"|\*\*[^*\n]{1,24}:\*\*[ \t]*|<[^>\s]{1,24}>[ \t]+|[—–][ \t]+"
                              r"|\[\d{1,2}:\d{2}(?::\d{2})?\][ \t]*[^\s:]{1,24}:[ \t]*)?(?:>[ \t]?)*(?:[-*•][ \t]+)?[ \t]*")
 _FENCE_RE = re.compile(r"[ \t]*(?:```|~~~)[A-Za-z0-9_+-]*[ \t]*\r?")
-_LABEL_ONLY_RE = re.compile(r"[ \t]*(?:User|Assistant|Human|AI|Q|A)[ \t]*:[ \t]*\r?")
+_LABEL_ONLY_RE = re.compile(r"[ \t]*(?:(?:User|Assistant|Human|AI|Q|A)[ \t]*:|\*\*[^*\n]{1,24}:\*\*"
+                            r"|[A-Za-z][\w.-]{1,24}[ \t]{2,}\d{1,2}:\d{2}(?:[ \t]?[APap][Mm])?)[ \t]*\r?")
+_ASK_RE = re.compile(r"(?i)\b(?:what'?s|whats|what|which|where|remind me|anyone know|do you (?:have|know))\b")
+# an answer that opens with a word or two before its value: "It's X", "Sure: X", "Here it is: X"
+_OPENER_RE = re.compile(r"(?i)(?:it'?s|it’s|it is|that'?s|sure[,!:.]?|here(?: it is| you go)?[:,]?|try|use|yes[,:]?)"
+                        r"[ \t]+")
 # a word plus a number (and a symbol): "tundra407", "orchid_324", "Urchin_1964", "Zebra_2008!"
 _WORD_NUM_RE = re.compile(r"(?:[A-Za-z]{3,12}[-_.+]){0,3}[A-Za-z]{3,12}[-_.+!#$%&*@]?[0-9]{2,4}[-_~!#$%&*@]?")
 # letters and digits in one case, a digit before a letter somewhere: "gqtd9vdl3g", "0l9upowdvu"
@@ -144,8 +150,20 @@ def _lone_value(text: str, ls: int, le: int) -> tuple[int, int] | None:
     if _BARE_WORDS_RE.fullmatch(text, s, e) and _phrase_ok(text[s:e]):
         return s, e
     if any(c in " \t" for c in text[s:e]):
-        return None
+        o = _OPENER_RE.match(text, s, e)
+        if o is None:
+            return None
+        q = text.find(" ", o.end(), e)
+        q = e if q < 0 else q
+        b = _BARE_WORDS_RE.match(text, o.end(), e)
+        if b is not None and _phrase_ok(b.group()) and (b.end() == e or text[b.end()] in ".,;!"):
+            return b.span()  # "It's maple cactus violin harbor."
+        ts, te = _trim(text, o.end(), q)
+        return (ts, te) if te > ts and (q == e or text[q - 1] in ",;—" or text[q:e].lstrip()[:1] in "(—–-")\
+            else None
     ts, te = _trim(text, s, e)
+    if any(c in ",|;" for c in text[ts:te]):
+        return None  # a row of a table or CSV ("nas,admin,X"): the table rules judge its cells
     return (ts, te) if te > ts else None
 
 
@@ -240,7 +258,8 @@ def find_near_values(text: str, low: str, cues: Iterable[str] | None = None) -> 
                                                     for m in re.finditer(r"\S+", tail))) \
                 and not compound and (len(words) <= 8 or (len(words) <= 14 and tail.rstrip().endswith(":"))) and not tail.rstrip().endswith((".", "!")) \
                 and "**" not in tail and "\x0b" not in tail:  # "password: ***": a value given (masked) here
-            if _OPEN_TAIL_RE.search(text, ce, le) or not tail.strip() or tail.strip().endswith("?"):
+            if _OPEN_TAIL_RE.search(text, ce, le) or not tail.strip() or tail.strip().endswith("?") \
+                    or _ASK_RE.search(text, ls, cs):  # "<ravi> what's the admin pw for grafana" (no "?")
                 v = _next_value(text, le)
                 if v is not None and v[0] not in seen and _ok(text, *v):
                     seen.add(v[0])

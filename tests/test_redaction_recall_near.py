@@ -25,6 +25,15 @@ MASKED = {
         ("[11:02] mo: what's the guest wifi pw\n[11:03] kai: t4rq9mzx2w", ["t4rq9mzx2w"]),
         ("Assistant: Which passphrase did you pick?\n\nUser: lantern mosaic puffin glacier", ["lantern mosaic puffin glacier"]),
     ],
+    "answers in more chat formats": [
+        ("**User:** what's the password for the NAS?\n\n**Assistant:** Qm4$zW8rTv", ["Qm4$zW8rTv"]),
+        ("<ravi> what's the admin pw for grafana\n<ops> Qm4$zW8rTv", ["Qm4$zW8rTv"]),
+        ("ravi  10:42 AM\nwhat's the staging db password?\nops  10:43 AM\nQm4$zW8rTv", ["Qm4$zW8rTv"]),
+        ("On Mon, Ravi wrote:\n> what's the password for the shared mailbox?\n\nIt's Qm4$zW8rTv — please don't forward this.",
+         ["Qm4$zW8rTv"]),
+        ("User: what's the passphrase for the backup key?\n\nAssistant: It's maple cactus violin harbor.",
+         ["maple cactus violin harbor"]),
+    ],
     "value on the line before": [
         ("```\nBx7#qW2zLm\n```\n^ that's the password for the replica", ["Bx7#qW2zLm"]),
         ("Gw3$kL8mQz\nthat one is the vault password, keep it safe", ["Gw3$kL8mQz"]),
@@ -163,6 +172,9 @@ KEPT = [
     "see the unseal key docs at /usr/share/doc/vault/UnsealKeyRotationGuide2024Edition",
     "recovery key saved to docs/vault/recovery/KeysBackup2024Final.txt",
     "unseal key shares: 5, threshold: 3",
+    "User: what's the password for the NAS?\n\nAssistant: It's in 1Password, under NAS.",
+    "<ravi> what's the admin pw for grafana\n<ops> Monday2, ask Nadia",
+    "<ravi> which password manager do we use\n<ops> Bitwarden2024 for the team",
 ]
 
 
