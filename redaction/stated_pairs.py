@@ -92,27 +92,33 @@ def find_login_pairs(text: str, low: str) -> Iterator[Candidate]:
         s, e = _trim(text, *m.span("v"))
         if e > s and _strong(text[s:e]):
             yield ("stated-password", s, e, 0)
-    for m in _PAIR_RE.finditer(text):
+    done: set[int] = set()
+    for c in _PAIR_CUE_RE.finditer(text):
+        ls, le = _line(text, c.start())
+        if ls in done:
+            continue
+        done.add(ls)  # only the lines naming a login are read for pairs
+        yield from _line_pairs(text, ls, le)
+
+
+def _line_pairs(text: str, ls: int, le: int) -> Iterator[Candidate]:
+    for m in _PAIR_RE.finditer(text, ls, le):
         s, e = m.span("v")
         h = _HOST_TAIL_RE.search(text, s, e)
         if h is not None:
             e = h.start()  # user:password@host: the host stays
         s, e = _trim(text, s, e)
         v = text[s:e]
-        sep = text[m.end("u"):m.start("v")].strip(" \t`'\"")
-        u = m.group("u")
-        if e <= s or not _strong(v) or v.lower() == u.lower() or "=" in v[:-2] or len(u) > 32 \
-                or not (u.islower() or u.isupper() or u[1:].islower()):
-            continue  # the user is a name (not a run of a blob); the value is no key=value
         raw = text[m.end("u"):m.start("v")]
+        sep = raw.strip(" \t`'\"")
         if sep in ("/", "//", "|") and not (raw[:1] in " \t`'\"" and raw[-1:] in " \t`'\""):
             continue  # "docs/auth.md#keys": a path; a pair is written "admin / X"
         if sep == ":" and h is None:
             continue  # "user:password" with no host is user-colon-password's (it knows the shapes around it)
-
-        ls, le = _line(text, m.start())
-        if _PAIR_CUE_RE.search(text, ls, le) is None:
-            continue
+        u = m.group("u")
+        if e <= s or len(u) > 32 or not (u.islower() or u.isupper() or u[1:].islower()) or "=" in v[:-2] \
+                or v.lower() == u.lower() or not _strong(v):
+            continue  # the user is a name (not a run of a blob); the value is no key=value
         if shape(v) is None and h is None and not m.group("q2") and not (word_passphrase(v) or camel_passphrase(v)):
             continue  # "'username' | base64": a word with a number is a value only when quoted or before @host
         if shape(v) != "medium" and not m.group("q2") and h is None and not any(c in _PW_SYMBOLS for c in v) \
