@@ -14,6 +14,7 @@ import re
 
 from .detectors import _HEX, char_before, overlapping, word_before
 from .entropy import is_token_placeholder, shannon
+from .gating import trie_pattern
 from .rules import GLUED_PREFIXES, MIN_TOKEN_LENGTH, TOKEN_RULES, TOKEN_RUN_CHARS, TokenRule, _literal_prefix
 
 __all__ = ["PRIO_TOKEN", "COMPILED", "has_run", "scan_tokens"]
@@ -95,6 +96,15 @@ _RUN_RE = re.compile(r"(?<![%s])[%s]{%d,}" % (TOKEN_RUN_CHARS, TOKEN_RUN_CHARS, 
 # character (the run's own start is handled separately). Charset-led, so
 # sre skips alphanumerics in its fast loop; a leading lookbehind would not.
 _START_RE = re.compile(r"[^A-Za-z0-9][A-Za-z0-9_]")
+# The same places, only where some rule's literal prefix starts (its first one or two characters):
+# most places in a run (words of a URL or path) start none, and each costs a Python step. A "_"
+# after the separator is always a match, as in _START_RE, which consumes it: the place after it is
+# then not a start of its own ("-__x" starts at the first "_" only), and this keeps that.
+_PREFIX_START_RE = re.compile(r"[^A-Za-z0-9](?:_|(?=%s)[A-Za-z0-9])"
+                              % trie_pattern(sorted(set(COMPILED.by2) | set(COMPILED.by1))))
+# Every run gate of the run-gated rules, found once per text: most texts hold none, and their
+# runs then skip those rules.
+_RUN_GATES = tuple(sorted({g for _o, rule, _rx in COMPILED.run_rules for g in rule.run_gates}))
 # Exact prefilter for _RUN_RE: map token characters to "a" and everything
 # else to a space; a run exists iff 16 "a"s are adjacent. Done on UTF-8
 # bytes: ASCII keeps its values and every non-ASCII byte is >= 0x80 (a
@@ -140,6 +150,12 @@ def _scan_tokens(text: str, low: str, cands: list, gate) -> bool:
     by2, by1 = _COMPILED.by2, _COMPILED.by1
     has_run = _has_run(text)
     runs = _RUN_RE.finditer(text) if has_run else ()
+    if has_run:
+        # Per text, not per run: which run gates occur, and whether a glued prefix does.
+        gates = [g for g in _RUN_GATES if g in text]
+        run_rules = [entry for entry in _COMPILED.run_rules if any(g in gates for g in entry[1].run_gates)] \
+            if gates else ()
+        glued = _COMPILED.glued_re.search(text) is not None
     for run in runs:
         rs, re_ = run.span()
         skip = rs
@@ -147,7 +163,7 @@ def _scan_tokens(text: str, low: str, cands: list, gate) -> bool:
         # match: keeps adversarial runs ("sk-sk-sk-...") linear.
         failed: dict[int, int] = {}
         starts = itertools.chain((rs,), _after_escape(text, rs, re_),
-                                 (st.start() + 1 for st in _START_RE.finditer(text, rs, re_)))
+                                 (st.start() + 1 for st in _PREFIX_START_RE.finditer(text, rs, re_)))
         for p in starts:
             if p < skip:
                 continue
@@ -169,9 +185,12 @@ def _scan_tokens(text: str, low: str, cands: list, gate) -> bool:
                         skip = max(skip, span[1])
                     else:
                         failed[order] = m.end()
-        _scan_glued(text, rs, re_, cands, gate)
+        if glued:
+            _scan_glued(text, rs, re_, cands, gate)
+        if not run_rules:
+            continue
         chunk = text[rs:re_]
-        for order, rule, rx in _COMPILED.run_rules:
+        for order, rule, rx in run_rules:
             for g in rule.run_gates:
                 if g in chunk:
                     for m in overlapping(rx, text, rs, re_):
