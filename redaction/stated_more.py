@@ -107,10 +107,45 @@ def _value_end(v: str) -> str:
     return v
 
 
+_CUE_CORES = ("key", "token", "secret")
+_CUE_CHAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
+
+
+def _secret_cues(text: str, low: str) -> Iterator[re.Match[str]]:
+    """``_SECRET_CUE_RE.finditer(text)``, scanning only around its key/token/secret words (speed,
+    issue 34: the pattern's leading word chain makes sre try it at every place of the text).
+
+    Every match ends in such a word and starts at most one of " _-" and a run of letters, digits
+    and "-" before it; the regions from there to two characters past each word, merged where they
+    overlap, hold every match, and no attempt between them can match. ASCII text only: under
+    IGNORECASE "K" and "ſ" match k and s, and ``low`` lowers ASCII only."""
+    if not text.isascii():
+        yield from _SECRET_CUE_RE.finditer(text)
+        return
+    regions = []
+    for w in _CUE_CORES:
+        i = low.find(w)
+        while i >= 0:
+            b = i - 1 if i > 0 and text[i - 1] in " _-" else i
+            while b > 0 and text[b - 1] in _CUE_CHAIN:
+                b -= 1
+            regions.append((b, i + len(w) + 2))  # the end: a plural "s", then the lookahead's character
+            i = low.find(w, i + 1)
+    regions.sort()
+    k = 0
+    while k < len(regions):
+        b, e = regions[k]
+        k += 1
+        while k < len(regions) and regions[k][0] < e:
+            e = max(e, regions[k][1])
+            k += 1
+        yield from _SECRET_CUE_RE.finditer(text, b, min(e, len(text)))
+
+
 def find_secret_is_values(text: str, low: str) -> Iterator[Candidate]:
     if " " not in text and "\t" not in text:
         return  # its values follow words: a text with no blank is one token (a blob, a key file)
-    for c in _SECRET_CUE_RE.finditer(text):
+    for c in _secret_cues(text, low):
         link = _LINK_RE.match(text, c.end())
         if link is None:
             continue
@@ -185,6 +220,13 @@ _PART_RE = re.compile(
     r"|(?:the[ \t]+)?rest|starts[ \t]+with|begins[ \t]+with|ends[ \t]+with)\b[^\n:]{0,24}?(?:[ \t]+(?:is|was)|:)?[ \t]+"
     r"[\"'`]?(?P<v>" + _TOKENISH + r"{6,256})")
 _CRED_WORD_RE = re.compile(r"(?i)token|key|secret|password|passwd|passphrase|pwd|credential|bearer")
+# Prefilters (issue 34: speed), each a necessary condition of a scan above:
+# - _WRAPPED_RE's tail, the wrapped line alone: newline-led, so the search runs at memchr speed;
+# - the words _PART_RE's match holds, each followed by its \b (or "part" by a digit), searched on the
+#   lowercased text, which is the exact lower case only of ASCII text (IGNORECASE also folds "K" and
+#   "ſ" into k and s): other text is scanned in full.
+_WRAPPED_TAIL_RE = re.compile(r"(?i)\n[ \t>]*[\"'`]?" + _TOKENISH + r"{12,512}[\"'`]?[ \t]*(?=\r?\n|$)")
+_PART_WORDS_RE = re.compile(r"(?:half|part|piece|bit|chunk|rest|starts|begins|ends)\b|part[ \t]*[1-4]")
 _SPLIT_GATES = ("half", "part", "rest", "starts with", "begins with", "ends with", "bearer", "token", "key", "secret",
                 "passw", "pwd", "authorization")
 
@@ -197,12 +239,14 @@ def _randomish(v: str, n: int = 6) -> bool:
 def find_split_parts(text: str, low: str) -> Iterator[Candidate]:
     if " " not in text and "\t" not in text:
         return  # its values follow words: a text with no blank is one token (a blob, a key file)
-    if "\n" in text:
+    if "\n" in text and _WRAPPED_TAIL_RE.search(text) is not None:
         for m in _WRAPPED_RE.finditer(text):
             a, b = m.group("a"), m.group("b")
             if _randomish(b, 12) and shannon(b) >= 3.3 and (_randomish(a) or "[REDACTED" in text[m.start():m.start("a")]):
                 yield ("split-secret", *m.span("a"), 0)
                 yield ("split-secret", *m.span("b"), 0)
+    if text.isascii() and _PART_WORDS_RE.search(low) is None:
+        return
     for m in _PART_RE.finditer(text):
         v = _value_end(m.group("v"))
         if not _randomish(v, 8) or shannon(v) < 3.0 or is_placeholder(v) or _id_shaped(v):
