@@ -96,12 +96,14 @@ _RUN_RE = re.compile(r"(?<![%s])[%s]{%d,}" % (TOKEN_RUN_CHARS, TOKEN_RUN_CHARS, 
 # character (the run's own start is handled separately). Charset-led, so
 # sre skips alphanumerics in its fast loop; a leading lookbehind would not.
 _START_RE = re.compile(r"[^A-Za-z0-9][A-Za-z0-9_]")
-# The same places, only where some rule's literal prefix starts (its first one or two characters):
-# most places in a run (words of a URL or path) start none, and each costs a Python step. A "_"
-# after the separator is always a match, as in _START_RE, which consumes it: the place after it is
-# then not a start of its own ("-__x" starts at the first "_" only), and this keeps that.
-_PREFIX_START_RE = re.compile(r"[^A-Za-z0-9](?:_|(?=%s)[A-Za-z0-9])"
-                              % trie_pattern(sorted(set(COMPILED.by2) | set(COMPILED.by1))))
+# The same places, only where some dispatched rule's whole literal prefix follows (a rule matches
+# nowhere else): most places in a run (the words of a URL or path, "github.com") start none, and
+# each costs a Python step. A "_" after the separator is always a match, as in _START_RE, which
+# consumes it: the place after it is then not a start of its own ("-__x" starts at the first "_"
+# only), and this keeps that.
+_PREFIX_START_RE = re.compile(r"[^A-Za-z0-9](?:_|(?=%s)[A-Za-z0-9])" % trie_pattern(sorted(
+    {_literal_prefix(rule.pattern) for entries in (*COMPILED.by2.values(), *COMPILED.by1.values())
+     for _o, rule, _rx in entries})))
 # Every run gate of the run-gated rules, found once per text: most texts hold none, and their
 # runs then skip those rules.
 _RUN_GATES = tuple(sorted({g for _o, rule, _rx in COMPILED.run_rules for g in rule.run_gates}))
@@ -152,8 +154,8 @@ def _scan_tokens(text: str, low: str, cands: list, gate) -> bool:
     runs = _RUN_RE.finditer(text) if has_run else ()
     if has_run:
         # Per text, not per run: which run gates occur, and whether a glued prefix does.
-        gates = [g for g in _RUN_GATES if g in text]
-        run_rules = [entry for entry in _COMPILED.run_rules if any(g in gates for g in entry[1].run_gates)] \
+        gates = {g for g in _RUN_GATES if g in text}
+        run_rules = [entry for entry in _COMPILED.run_rules if not gates.isdisjoint(entry[1].run_gates)] \
             if gates else ()
         glued = _COMPILED.glued_re.search(text) is not None
     for run in runs:
