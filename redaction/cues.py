@@ -131,16 +131,24 @@ store vault field input form reset change update create delete list dict map int
 """.split())
 
 
+# Compiled once (speed: an inline re call looks its pattern up in re's cache every time).
+_PW_SPLIT_RE = re.compile(r"[-_.+0-9]+")
+_CAP_WORD_RE = re.compile(r"[A-Z][a-z]+")
+_NAME_SPLIT_RE = re.compile(r"[-_]")
+_CAMEL_SEG_RE = re.compile(r"[a-z]*(?:[A-Z][a-z0-9]{2,})+|[A-Z]{2,}[a-z]{3,}")
+_NEXT_SHORT_WORD_RE = re.compile(r"[ \t]+([A-Za-z]{2,3})\b")
+
+
 def word_passphrase(v: str) -> bool:
     """``pixel_parrot_lantern``: words joined into a password, not a snake_case name of code."""
     m = _WORD_PW_RE.fullmatch(v)
-    return m is not None and not any(w in _CODE_WORDS for w in re.split(r"[-_.+0-9]+", v) if w)
+    return m is not None and not any(w in _CODE_WORDS for w in _PW_SPLIT_RE.split(v) if w)
 
 
 def camel_passphrase(v: str) -> bool:
     """``SierraJuniperIndigo55``: three or more capitalised words and a number, no code word."""
     return _CAMEL_PW_RE.fullmatch(v) is not None and not any(
-        w.lower() in _CODE_WORDS for w in re.findall(r"[A-Z][a-z]+", v))
+        w.lower() in _CODE_WORDS for w in _CAP_WORD_RE.findall(v))
 
 
 def _cue_hits(text: str, low: str, cues: Iterable[str] | None = None) -> list[tuple[int, int, str]]:
@@ -211,9 +219,9 @@ def _odd_name_end(text: str, i: int, j: int) -> int | None:
     b = j
     while b < len(text) and text[b] in _NAME_CHARS and b - j < 64:
         b += 1
-    for seg in re.split(r"[-_]", text[a:b]):
+    for seg in _NAME_SPLIT_RE.split(text[a:b]):
         if len(seg) >= 2 and _odd_case(seg) and not seg.isupper():
-            if re.fullmatch(r"[a-z]*(?:[A-Z][a-z0-9]{2,})+|[A-Z]{2,}[a-z]{3,}", seg):
+            if _CAMEL_SEG_RE.fullmatch(seg):
                 continue  # camelCase is a normal name
             return b
     return None
@@ -234,7 +242,7 @@ def _odd_case(word: str) -> bool:
 
 def _odd_linker(text: str, end: int) -> bool:
     """"token IS …", "secret iS …": the verb after a credential word in odd case."""
-    m = re.compile(r"[ \t]+([A-Za-z]{2,3})\b").match(text, end)
+    m = _NEXT_SHORT_WORD_RE.match(text, end)
     return m is not None and m.group(1).lower() in ("is", "was") and any(c.isupper() for c in m.group(1)[1:] or "") \
         or (m is not None and m.group(1) in ("IS", "WAS"))
 

@@ -148,8 +148,11 @@ def _hexish(value: str) -> bool:
     return all(c in "0123456789abcdefABCDEF-" for c in value)
 
 
+_BASE64_RE = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+
+
 def _looks_base64(value: str) -> bool:
-    return len(value) >= 20 and re.fullmatch(r"[A-Za-z0-9+/]+={0,2}", value) is not None and shannon(value) > 4.0
+    return len(value) >= 20 and _BASE64_RE.fullmatch(value) is not None and shannon(value) > 4.0
 
 
 def looks_like_password(value: str, *, quoted: bool, env_style: bool = False) -> bool:

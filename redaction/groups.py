@@ -167,13 +167,17 @@ def _trimmed(text: str, s: int, e: int) -> tuple[int, int, list[str]]:
     return start, start + len(sep.join(parts[a:b])), parts[a:b]
 
 
+_VENDOR_PREFIX_RE = re.compile(r"[a-z]{2,6}[_-]")
+_UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
 def _grouped(text: str, low: str, s: int, e: int) -> Candidate | None:
     s, e, parts = _trimmed(text, s, e)
     if len(parts) < 3:
         return None
     run = text[s:e]
     sep = " " if " " in run else "-"
-    prefix = re.match(r"[a-z]{2,6}[_-]", parts[0]) if sep == " " else None  # ghp_, sk-, glpat-
+    prefix = _VENDOR_PREFIX_RE.match(parts[0]) if sep == " " else None  # ghp_, sk-, glpat-
     # a vendor prefix on the first group is not part of its shape
     groups = [p[prefix.end():] if prefix is not None and i == 0 else p for i, p in enumerate(parts)]
     joined = "".join(parts)
@@ -182,7 +186,7 @@ def _grouped(text: str, low: str, s: int, e: int) -> Candidate | None:
     digits = [any(c.isdigit() for c in g) for g in groups]
     if all(g.isdigit() for g in groups) or not any(c.isalpha() for c in joined):
         return None  # numbers: phone, card and account numbers, ids
-    if sep == "-" and (re.fullmatch(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}", run)
+    if sep == "-" and (_UUID_RE.fullmatch(run)
                        or len(parts) <= 3 and all(len(p) <= 6 for p in parts)):
         return None  # a UUID; "foo-bar-12"-like names
     n = len(groups)

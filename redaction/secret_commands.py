@@ -91,6 +91,9 @@ def _commands(text: str, low: str) -> Iterator[re.Match[str]]:
             yield m
 
 
+_NAME_TAIL_SPLIT_RE = re.compile(r"[:/.]")
+
+
 def _finds(low: str, w: str) -> Iterator[int]:
     i = low.find(w)
     while i >= 0:
@@ -111,7 +114,7 @@ def find_secret_commands(text: str, low: str) -> Iterator[Candidate]:
             name = text[ns:ne].strip("\"'")
             if name.startswith("-") or "=" in name:
                 continue
-            last = re.split(r"[:/.]", name)[-1] or name
+            last = _NAME_TAIL_SPLIT_RE.split(name)[-1] or name
             if classify_name(last) is None:
                 continue
             s, e, quoted = _unquote(text, vs, ve)

@@ -170,10 +170,14 @@ def find_secret_is_values(text: str, low: str) -> Iterator[Candidate]:
             yield ("stated-credential", s, s + len(v), 0)
 
 
+_NAME_PARTS_RE = re.compile(r"[-_.]")
+_NAME_PART_RE = re.compile(r"[A-Za-z][a-z]{1,11}|[A-Z]{2,6}[0-9]{0,4}|[vV]?[0-9]{1,4}|[a-z]{2,12}")
+
+
 def _named(v: str) -> bool:
     """``JWT-RS256-with-kid-v2``: parts that are words, acronyms and versions, a name not a secret."""
-    parts = [p for p in re.split(r"[-_.]", v) if p]
-    return len(parts) >= 3 and all(re.fullmatch(r"[A-Za-z][a-z]{1,11}|[A-Z]{2,6}[0-9]{0,4}|[vV]?[0-9]{1,4}|[a-z]{2,12}", p)
+    parts = [p for p in _NAME_PARTS_RE.split(v) if p]
+    return len(parts) >= 3 and all(_NAME_PART_RE.fullmatch(p)
                                    for p in parts)
 
 

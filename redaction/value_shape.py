@@ -88,15 +88,21 @@ def _path_like(v: str) -> bool:
         sum(1 for p in parts if len(p) >= 2 and p.isalpha()) >= 2
 
 
+# Compiled once (speed: an inline re.findall/fullmatch looks its pattern up in re's cache per call).
+_LETTER_RUN_RE = re.compile(r"[A-Za-z]{3,}")
+_CAMEL_RE = re.compile(r"[a-z]*(?:[A-Z][a-z]{2,})+|[A-Z]{2,}[a-z]{3,}(?:[A-Z][a-z]{2,})*")
+_ACRONYM_WORDS_RE = re.compile(r"(?:[A-Z]{2,}(?![a-z])|[A-Z][a-z]{2,}|[a-z]{2,})+|[A-Z]{2,4}[a-z]")
+_DIGIT_RUN_RE = re.compile(r"[0-9]+")
+
+
 def _random_case(v: str) -> bool:
     """Letters whose case changes inside a word the way identifiers never do: ``oxdWelD``,
     ``sFOPrNc``, ``LHdai`` (not ``Sparrow``, ``SHA``, ``camelCase``, ``HTTPServer``)."""
-    for run in re.findall(r"[A-Za-z]{3,}", v):
+    for run in _LETTER_RUN_RE.findall(v):
         if run.islower() or run.isupper() or (run[0].isupper() and run[1:].islower()):
             continue
         # camelCase / PascalCase words: every capital starts a lowercase word of 2+
-        if re.fullmatch(r"[a-z]*(?:[A-Z][a-z]{2,})+|[A-Z]{2,}[a-z]{3,}(?:[A-Z][a-z]{2,})*", run) \
-                or re.fullmatch(r"(?:[A-Z]{2,}(?![a-z])|[A-Z][a-z]{2,}|[a-z]{2,})+|[A-Z]{2,4}[a-z]", run):
+        if _CAMEL_RE.fullmatch(run) or _ACRONYM_WORDS_RE.fullmatch(run):
             continue  # words and acronyms: "withRSA", "HTTPServer", "getApiKey"
         return True
     return False
@@ -141,7 +147,7 @@ def shape(v: str) -> str | None:
             return "medium" if sum(c in _PW_SYMBOLS for c in v) >= 2 or _random_case(v) else "weak"
         if _CAPWORD_NUM_SYM_RE.fullmatch(v):
             return "medium"
-        if up and lo and _switch_ratio(v) >= 0.5 and len(re.findall(r"[0-9]+", v)) >= 2:
+        if up and lo and _switch_ratio(v) >= 0.5 and len(_DIGIT_RUN_RE.findall(v)) >= 2:
             return "medium"  # "eEgz2Ip31": case and digits alternate
         if _random_case(v) and shannon(v) >= 2.8:
             return "medium"
