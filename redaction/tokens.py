@@ -104,6 +104,9 @@ _START_RE = re.compile(r"[^A-Za-z0-9][A-Za-z0-9_]")
 _PREFIX_START_RE = re.compile(r"[^A-Za-z0-9](?:_|(?=%s)[A-Za-z0-9])" % trie_pattern(sorted(
     {_literal_prefix(rule.pattern) for entries in (*COMPILED.by2.values(), *COMPILED.by1.values())
      for _o, rule, _rx in entries})))
+# Every gate word of the whole-text rules, in one search of the lowercased text: most texts hold
+# none, and then no rule's words are tested one by one.
+_TEXT_GATES_RE = re.compile("|".join(re.escape(g) for _o, rule, _rx in COMPILED.text_rules for g in rule.gates))
 # Every run gate of the run-gated rules, found once per text: most texts hold none, and their
 # runs then skip those rules.
 _RUN_GATES = tuple(sorted({g for _o, rule, _rx in COMPILED.run_rules for g in rule.run_gates}))
@@ -147,8 +150,10 @@ def _accept(rule: TokenRule, m: re.Match[str], text: str, gate, left: bool = Tru
     return s, e
 
 
-def _scan_tokens(text: str, low: str, cands: list, gate) -> bool:
-    """Append token-rule candidates; return whether the text has a token-like run."""
+def _scan_tokens(text: str, low: str, cands: list, gate, gate_is_low: bool = False) -> bool:
+    """Append token-rule candidates; return whether the text has a token-like run.
+    ``gate_is_low``: ``gate(w)`` is ``w in low`` (the engine's), so the whole-text rules' words can
+    be looked for in one search."""
     by2, by1 = _COMPILED.by2, _COMPILED.by1
     has_run = _has_run(text)
     runs = _RUN_RE.finditer(text) if has_run else ()
@@ -200,6 +205,8 @@ def _scan_tokens(text: str, low: str, cands: list, gate) -> bool:
                         if span:
                             cands.append((span[0], span[1], rule.id, rule.keep, PRIO_TOKEN, -order))
                     break
+    if gate_is_low and _TEXT_GATES_RE.search(low) is None:
+        return has_run
     for order, rule, rx in _COMPILED.text_rules:
         for g in rule.gates:
             if gate(g):
@@ -249,4 +256,8 @@ def _scan_glued(text: str, rs: int, re_: int, cands: list, gate) -> None:
 
 
 has_run = _has_run
-scan_tokens = _scan_tokens
+
+
+def scan_tokens(text: str, low: str, cands: list, gate) -> bool:
+    """The engine's scan: ``gate(w)`` must be ``w in low``."""
+    return _scan_tokens(text, low, cands, gate, True)
