@@ -35,6 +35,7 @@ _SECRET_CMD_RE = re.compile(
     r"\b(?:" + _STORE + r"(?:[ \t]+[a-z][a-z0-9-]{1,20})?[ \t]+" + _VERB
     + r"|" + _VERB + r"-(?:secret|parameter|env|variable)s?(?:-value)?|store-secret|config:(?:set|add)|env:set"
     r"|set-env|setenv|create[ \t]+secret|secret[ \t]+generic|(?:vault|chamber)[ \t]+write)\b", re.IGNORECASE)
+_SECRET_CMD_LOW_RE = re.compile(_SECRET_CMD_RE.pattern)  # its literals are lowercase: for ``low``
 # "NAME VALUE" on such a line, NAME naming a secret: netlify env:set API_KEY X, npm config set
 # //registry/:_authToken X, pulumi config set --secret dbPassword X
 _PAIR_TOKEN_RE = re.compile(r"\"[^\"\n]{1,512}\"|'[^'\n]{1,512}'|[^\s\"'`]{1,512}")
@@ -82,10 +83,13 @@ def _commands(text: str, low: str) -> Iterator[re.Match[str]]:
     """The secret-setting commands of the text, looked for in a small window around each anchor
     word (a regex over the whole text would try its alternatives at every word)."""
     end = -1
+    # ASCII text: the case-sensitive pattern on the lowercased copy finds the same spans, ~2x faster
+    # (IGNORECASE also folds the Kelvin sign and long s into k and s: other text keeps the original).
+    rx, scanned = (_SECRET_CMD_LOW_RE, low) if text.isascii() else (_SECRET_CMD_RE, text)
     for a in sorted(p for w in _ANCHORS for p in _finds(low, w)):
         if a < end:
             continue
-        m = _SECRET_CMD_RE.search(text, max(0, a - 24, end), min(len(text), a + 48))
+        m = rx.search(scanned, max(0, a - 24, end), min(len(text), a + 48))
         if m is not None:
             end = m.end()
             yield m
