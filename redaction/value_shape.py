@@ -42,7 +42,16 @@ _CAPWORD_NUM_SYM_RE = re.compile(r"[A-Za-z][a-z]{2,}[0-9]{2,4}[^A-Za-z0-9.\s]{1,
 _HOSTISH_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*(?:\.[A-Za-z0-9-]+)+|localhost|[a-z][a-z0-9-]*")
 
 
+_ASCII_DIGIT_RE = re.compile(r"[0-9]")
+
+
 def _classes(v: str) -> tuple[bool, bool, bool, bool]:
+    """(has upper case, lower case, digit, anything else). ASCII text (nearly every value) in a few
+    C-level passes: there case mapping changes exactly the letters of the other case, digits are
+    0-9 and isalnum() means letters and digits only."""
+    if v.isascii():
+        return (v.lower() != v, v.upper() != v, _ASCII_DIGIT_RE.search(v) is not None,
+                bool(v) and not v.isalnum())
     up = lo = dg = sy = False
     for c in v:
         if c.isupper():
@@ -129,7 +138,7 @@ def shape(v: str) -> str | None:
     letters = up or lo
     if not letters and not (dg and n >= 6 and not sy):
         return None
-    inner_sym = any(c in _PW_SYMBOLS for c in v[:-1].rstrip("!?"))
+    inner_sym = sy and any(c in _PW_SYMBOLS for c in v[:-1].rstrip("!?"))  # symbols are "anything else"
     if letters and not (dg or inner_sym or (up and lo and any(c.isupper() for c in v[1:]))):
         return None  # a plain word or identifier ("Thanks!", "required")
     if not v.isascii() or (is_placeholder(v) and not (v[0] == "$" and all(_classes(v[1:])[:3]))) or _id_shaped(v):
