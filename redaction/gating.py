@@ -130,7 +130,7 @@ class GateScan:
                                     tuple(f for f in c if isinstance(f, Feature))) for c in rest), cued))
         self._entries = tuple(entries_)
         self._dets = dets
-        self._plans: dict[tuple[int, bool], tuple[list, tuple]] = {}
+        self._plans: dict[tuple[int, bool], tuple[list, tuple]] = {}  # (fixed list, or features + outcomes)
         # Overlapping matches: every word that occurs is reported, also inside or across another.
         multi = [w for w in self._words if len(w) > 1]
         self._matcher = AhoCorasick(multi, implementation=Implementation.DFA) if multi else None
@@ -179,20 +179,17 @@ class GateScan:
         fixed, featured = plan
         if not featured:
             return fixed
-        features: dict[Feature, bool] = {}
-        out = []
-        for step, clauses in featured:
-            for feats in clauses:
-                for f in feats:
-                    hit = features.get(f)
-                    if hit is None:
-                        hit = features[f] = f.test(text, low)
-                    if hit:
-                        break
-                else:
-                    break  # no word and no feature of this clause: the detector cannot match
-            else:
-                out.append(step)
+        # The features the plan still depends on, all tested (each a quick search): the detectors
+        # that run follow from which hold, so that list is kept per outcome too.
+        feats, outcomes, steps = featured
+        held = 0
+        for k, f in enumerate(feats):
+            if f.test(text, low):
+                held |= 1 << k
+        out = outcomes.get(held)
+        if out is None:
+            # a clause holds when one of its features does; a step runs when all its clauses hold
+            out = outcomes[held] = [step for step, masks in steps if all(held & m for m in masks)]
         return out
 
     def _plan(self, found: int, has_run: bool) -> tuple[list, tuple]:
@@ -216,7 +213,10 @@ class GateScan:
                 steps.append(((payload, self._cues(found & cued) if cued else None), tuple(left)))
         if all(not left for _step, left in steps):
             return [step for step, _left in steps], ()
-        return [], tuple(steps)
+        feats = tuple(dict.fromkeys(f for _step, left in steps for clause in left for f in clause))
+        index = {f: 1 << k for k, f in enumerate(feats)}
+        masked = tuple((step, tuple(_or(index[f] for f in clause) for clause in left)) for step, left in steps)
+        return [], (feats, {}, masked)
 
     def _cues(self, bits: int) -> tuple[str, ...]:
         words = self._words
