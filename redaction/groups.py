@@ -85,28 +85,37 @@ def find_totp(text: str, low: str) -> Iterator[Candidate]:
             yield ("totp-secret", *m.span(), 0)
 
 
-# Speed (issue 34): a _GROUPS_RE match is made of letters, digits, "_", "-" and spaces only, so
-# it lies inside one stretch of those; only stretches holding a digit can give a match with one.
-# Found on a byte map of ASCII text (digits "1", stretch characters "a", the rest "."), with
+# Speed (issue 34): a _GROUPS_RE match is made of letters, digits, "_", "-" and spaces only, so it
+# lies inside one stretch of those; it has at least two separators, and a digit of it sits in a
+# group of two or more letters and digits. Only stretches with both can give a match with a digit.
+# Found on a byte map of ASCII text (letters "a", digits "1", "_ -" "s", the rest "."), with
 # memchr-speed find/rfind instead of trying the lookbehind-led pattern at every place.
-_STRETCH_MAP = bytes(ord("1") if chr(i).isdigit() else ord("a") if chr(i).isalpha() or chr(i) in "_ -" else ord(".")
-                     for i in range(128)) + b"." * 128
+_STRETCH_MAP = bytes(ord("1") if chr(i).isdigit() else ord("a") if chr(i).isalpha() else ord("s") if chr(i) in "_ -"
+                     else ord(".") for i in range(128)) + b"." * 128
+_ALNUM_BYTES = (ord("a"), ord("1"))
 
 
 def _digit_stretches(text: str) -> Iterator[tuple[int, int]]:
-    """(start, end) of each stretch that holds a digit: _GROUPS_RE scanned there (its lookbehind
-    sees the character before, its lookahead the one after) finds the matches a scan of the
-    whole text finds there. Non-ASCII text (byte offsets differ): the whole text."""
+    """(start, end) of each stretch that can hold a match with a digit: _GROUPS_RE scanned there
+    (its lookbehind sees the character before, its lookahead the one after) finds the matches a
+    scan of the whole text finds there. Non-ASCII text (byte offsets differ): the whole text."""
     if not text.isascii():
         yield 0, len(text)
         return
     mapped = text.encode("ascii").translate(_STRETCH_MAP)
-    pos = 0
-    while (d := mapped.find(b"1", pos)) >= 0:
-        pos = mapped.find(b".", d)
-        if pos < 0:
-            pos = len(text)
-        yield mapped.rfind(b".", 0, d) + 1, min(pos + 1, len(text))
+    n = len(mapped)
+    d = mapped.find(b"1")
+    while d >= 0:
+        if (d > 0 and mapped[d - 1] in _ALNUM_BYTES) or (d + 1 < n and mapped[d + 1] in _ALNUM_BYTES):
+            end = mapped.find(b".", d)
+            if end < 0:
+                end = n
+            start = mapped.rfind(b".", 0, d) + 1
+            if mapped.count(b"s", start, end) >= 2:
+                yield start, min(end + 1, n)
+            d = mapped.find(b"1", end)
+        else:
+            d = mapped.find(b"1", d + 1)  # a digit alone ("step 2 of"): no group of two holds it
 
 
 def find_groups(text: str, low: str) -> Iterator[Candidate]:
