@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from ahocorasick_rs import AhoCorasick, Implementation
+
 from .assignments import VENDORS, classify_name
 from .detectors import LINE_END, NEXT_LINE, _masked, word_before
 from .entropy import is_placeholder, looks_like_token
@@ -49,9 +51,22 @@ and or with without is was be use set get any some no
 """.split())
 
 
+_MATCHERS: dict[tuple[str, ...], AhoCorasick | None] = {}
+
+
 def word_hits(low: str, words: tuple[str, ...]) -> list[tuple[int, int]]:
-    """Spans of every occurrence of each word, in text order. One str.find
-    loop per word runs at memchr speed; a regex alternation is ~4x slower."""
+    """Spans of every occurrence of each word, in text order: one overlapping Aho–Corasick scan
+    for the whole tuple (an automaton kept per tuple: callers pass module constants). A str.find
+    loop per word cost ~1 us a word even where none occurs, and prose holds "key", "pass", "auth"
+    many times (speed, issue 34)."""
+    matcher = _MATCHERS.get(words)
+    if matcher is None and words not in _MATCHERS:
+        distinct = len(set(words)) == len(words) and all(words)  # else: the loops below, duplicates and all
+        matcher = _MATCHERS[words] = AhoCorasick(list(words), implementation=Implementation.DFA) if distinct else None
+    if matcher is not None:
+        hits = [(s, e) for _w, s, e in matcher.find_matches_as_indexes(low, overlapping=True)]
+        hits.sort()
+        return hits
     out = []
     for w in words:
         i = low.find(w)
