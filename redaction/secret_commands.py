@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from .assignments import classify_name
 from .detectors import _masked
 from .entropy import is_placeholder, looks_like_token
+from .phrases import word_hits
 from .value_shape import _id_shaped, shape
 
 Candidate = tuple[str, int, int, int]
@@ -86,7 +87,7 @@ def _commands(text: str, low: str) -> Iterator[re.Match[str]]:
     # ASCII text: the case-sensitive pattern on the lowercased copy finds the same spans, ~2x faster
     # (IGNORECASE also folds the Kelvin sign and long s into k and s: other text keeps the original).
     rx, scanned = (_SECRET_CMD_LOW_RE, low) if text.isascii() else (_SECRET_CMD_RE, text)
-    for a in sorted(p for w in _ANCHORS for p in _finds(low, w)):
+    for a, _ae in word_hits(low, _ANCHORS):  # every occurrence of each, in order (one scan)
         if a < end:
             continue
         m = rx.search(scanned, max(0, a - 24, end), min(len(text), a + 48))
@@ -96,13 +97,6 @@ def _commands(text: str, low: str) -> Iterator[re.Match[str]]:
 
 
 _NAME_TAIL_SPLIT_RE = re.compile(r"[:/.]")
-
-
-def _finds(low: str, w: str) -> Iterator[int]:
-    i = low.find(w)
-    while i >= 0:
-        yield i
-        i = low.find(w, i + 1)
 
 
 def find_secret_commands(text: str, low: str) -> Iterator[Candidate]:
