@@ -12,6 +12,8 @@ from __future__ import annotations
 import itertools
 import re
 
+from ahocorasick_rs import AhoCorasick, Implementation
+
 from .detectors import _HEX, char_before, overlapping, word_before
 from .entropy import is_token_placeholder, shannon
 from .gating import trie_pattern
@@ -107,9 +109,12 @@ _PREFIX_START_RE = re.compile(r"[^A-Za-z0-9](?:_|(?=%s)[A-Za-z0-9])" % trie_patt
 # Every gate word of the whole-text rules, in one search of the lowercased text: most texts hold
 # none, and then no rule's words are tested one by one.
 _TEXT_GATES_RE = re.compile("|".join(re.escape(g) for _o, rule, _rx in COMPILED.text_rules for g in rule.gates))
-# Every run gate of the run-gated rules, found once per text: most texts hold none, and their
-# runs then skip those rules.
+# Every run gate of the run-gated rules and every glued prefix, found in one Aho-Corasick scan per
+# text (case-sensitive, like the rules): most texts hold none, and their runs then skip those rules
+# and the glued-prefix scan.
 _RUN_GATES = tuple(sorted({g for _o, rule, _rx in COMPILED.run_rules for g in rule.run_gates}))
+_RUN_WORDS = _RUN_GATES + tuple(sorted(set(GLUED_PREFIXES) - set(_RUN_GATES)))
+_RUN_WORDS_AC = AhoCorasick(list(_RUN_WORDS), implementation=Implementation.DFA)
 # Exact prefilter for _RUN_RE: map token characters to "a" and everything
 # else to a space; a run exists iff 16 "a"s are adjacent. Done on UTF-8
 # bytes: ASCII keeps its values and every non-ASCII byte is >= 0x80 (a
@@ -159,10 +164,10 @@ def _scan_tokens(text: str, low: str, cands: list, gate, gate_is_low: bool = Fal
     runs = _RUN_RE.finditer(text) if has_run else ()
     if has_run:
         # Per text, not per run: which run gates occur, and whether a glued prefix does.
-        gates = {g for g in _RUN_GATES if g in text}
-        run_rules = [entry for entry in _COMPILED.run_rules if not gates.isdisjoint(entry[1].run_gates)] \
-            if gates else ()
-        glued = _COMPILED.glued_re.search(text) is not None
+        words = {_RUN_WORDS[i] for i, _s, _e in _RUN_WORDS_AC.find_matches_as_indexes(text, overlapping=True)}
+        run_rules = [entry for entry in _COMPILED.run_rules if not words.isdisjoint(entry[1].run_gates)] \
+            if words else ()
+        glued = not words.isdisjoint(GLUED_PREFIXES)
     for run in runs:
         rs, re_ = run.span()
         skip = rs
