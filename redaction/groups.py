@@ -144,9 +144,10 @@ def _wordy(g: str) -> bool:
     """A group that reads as a word: letters only with a vowel, lower case or capitalised (all
     capitals of up to 4 letters too: an acronym). ``Cdybb`` and ``zVIFJg`` are not words."""
     return g.isalpha() and (g.islower() or g.istitle() or (g.isupper() and len(g) <= 4)) \
-        and any(c in "aeiouAEIOU" for c in g) or g.lower() in ("is", "my", "by")
+        and not _VOWELS.isdisjoint(g) or g.lower() in ("is", "my", "by")
 
 
+_VOWELS = frozenset("aeiouAEIOU")
 _LINK_WORDS = frozenset("is was are were be to for of the a an in on at and or with ist est es era é è".split())
 
 
@@ -156,7 +157,7 @@ def _trimmed(text: str, s: int, e: int) -> tuple[int, int, list[str]]:
     not words, or are groups of the same length as those (``vohw``), never over a linking word."""
     sep = " " if " " in text[s:e] else "-"
     parts = text[s:e].split(sep)
-    dig = [k for k, p in enumerate(parts) if any(c.isdigit() for c in p)]
+    dig = [k for k, p in enumerate(parts) if _DIGIT_RE.search(p)]  # ASCII parts: a digit is 0-9
     if not dig:
         return s, s, []
     a, b = dig[0], dig[-1] + 1
@@ -192,7 +193,7 @@ def _grouped(text: str, low: str, s: int, e: int) -> Candidate | None:
     joined = "".join(parts)
     if len(joined) < 12 or _masked(joined) or len(parts) < 3:
         return None
-    digits = [any(c.isdigit() for c in g) for g in groups]
+    digits = [_DIGIT_RE.search(g) is not None for g in groups]
     if all(g.isdigit() for g in groups) or not any(c.isalpha() for c in joined):
         return None  # numbers: phone, card and account numbers, ids
     if sep == "-" and (_UUID_RE.fullmatch(run)
