@@ -99,7 +99,7 @@ class GateScan:
     the detectors a text can need, in that order.
     """
 
-    __slots__ = ("_entries", "_matcher", "_found", "_single", "_bits", "_always", "_words", "_dets", "_plans")
+    __slots__ = ("_entries", "_matcher", "_multi", "_found", "_single", "_bits", "_always", "_words", "_dets", "_plans")
 
     def __init__(self, entries: Sequence[tuple[Any, Any]]) -> None:
         words: set[str] = set()
@@ -134,6 +134,7 @@ class GateScan:
         # Overlapping matches: every word that occurs is reported, also inside or across another.
         multi = [w for w in self._words if len(w) > 1]
         self._matcher = AhoCorasick(multi, implementation=Implementation.DFA) if multi else None
+        self._multi = tuple(multi)
         self._found = tuple((self._bits[w], dets.get(w, 0)) for w in multi)  # by pattern index
         self._single = tuple((w, self._bits[w], dets.get(w, 0)) for w in self._words if len(w) == 1)
 
@@ -144,7 +145,11 @@ class GateScan:
         cand = self._always
         if self._matcher is not None:
             table = self._found
-            for i in {m[0] for m in self._matcher.find_matches_as_indexes(low, overlapping=True)}:
+            try:
+                hit = {m[0] for m in self._matcher.find_matches_as_indexes(low, overlapping=True)}
+            except UnicodeEncodeError:  # a lone surrogate: the automaton takes UTF-8 only
+                hit = {i for i, w in enumerate(self._multi) if w in low}
+            for i in hit:
                 bits, dets = table[i]
                 found |= bits
                 cand |= dets

@@ -64,9 +64,13 @@ def word_hits(low: str, words: tuple[str, ...]) -> list[tuple[int, int]]:
         distinct = len(set(words)) == len(words) and all(words)  # else: the loops below, duplicates and all
         matcher = _MATCHERS[words] = AhoCorasick(list(words), implementation=Implementation.DFA) if distinct else None
     if matcher is not None:
-        hits = [(s, e) for _w, s, e in matcher.find_matches_as_indexes(low, overlapping=True)]
-        hits.sort()
-        return hits
+        try:
+            hits = [(s, e) for _w, s, e in matcher.find_matches_as_indexes(low, overlapping=True)]
+        except UnicodeEncodeError:  # a lone surrogate (the automaton takes UTF-8 only): the loops below
+            pass
+        else:
+            hits.sort()
+            return hits
     out = []
     for w in words:
         i = low.find(w)

@@ -164,7 +164,10 @@ def _scan_tokens(text: str, low: str, cands: list, gate, gate_is_low: bool = Fal
     runs = _RUN_RE.finditer(text) if has_run else ()
     if has_run:
         # Per text, not per run: which run gates occur, and whether a glued prefix does.
-        words = {_RUN_WORDS[i] for i, _s, _e in _RUN_WORDS_AC.find_matches_as_indexes(text, overlapping=True)}
+        try:
+            words = {_RUN_WORDS[i] for i, _s, _e in _RUN_WORDS_AC.find_matches_as_indexes(text, overlapping=True)}
+        except UnicodeEncodeError:  # a lone surrogate: the automaton takes UTF-8 only
+            words = {w for w in _RUN_WORDS if w in text}
         run_rules = [entry for entry in _COMPILED.run_rules if not words.isdisjoint(entry[1].run_gates)] \
             if words else ()
         glued = not words.isdisjoint(GLUED_PREFIXES)

@@ -129,3 +129,11 @@ def test_the_trie_prefers_the_longest_word() -> None:
     rx = re.compile(trie_pattern(["pass", "passphrase", "password", "pw"]))
     assert [m.group() for m in rx.finditer("passwords and a passphrase, pass pw")] == [
         "password", "passphrase", "pass", "pw"]
+
+
+def test_the_shared_pass_reads_text_with_a_lone_surrogate() -> None:
+    """The automaton takes UTF-8 only; a lone surrogate (JSON input can carry one) falls back to one
+    substring test per word, with the same result."""
+    low = "password \ud800 token: ghp_x | api-key"
+    found, _cand = engine._GATES.present(low)
+    assert engine._GATES.words(found) == {w for w in GATE_WORDS if w in low}
