@@ -273,7 +273,8 @@ _QUAD_GATES = tuple(str(d) for d in range(10))
 # Five groups after a space, part of every _QUAD_RE match, written out so that the pattern starts
 # with a literal space: sre skips to each space at memchr speed (speed, issue 34; the lookbehind-led
 # _QUAD_RE is tried at every place of the text).
-_QUAD_PRE_RE = re.compile(" [A-Za-z0-9]{4}" * 5)
+# Keep it in step with _QUAD_RE's group width (4 to 6).
+_QUAD_PRE_RE = re.compile("(?: [A-Za-z0-9]{4,6}){5}")
 
 
 def find_quad_groups(text: str, low: str) -> Iterator[Candidate]:

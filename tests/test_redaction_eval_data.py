@@ -128,4 +128,5 @@ def test_generated_files_are_reproducible() -> None:
 
 
 def test_data_stays_small() -> None:
-    assert sum(p.stat().st_size for p in DATA.glob("*.jsonl")) < 2_000_000
+    # Five corpora (own, catalog, gitleaks, two independent chat sets) fit in a few MB of a clone.
+    assert sum(p.stat().st_size for p in DATA.glob("*.jsonl")) < 3_000_000
