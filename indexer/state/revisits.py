@@ -1,6 +1,6 @@
 """The revisit queue: sessions and turns a later pass comes back to, one table with a reason
-(:class:`~indexer.state.schema.RevisitReason`) — turns still streaming, bad rows, sessions owed
-secret values, sessions to build that no history row names — and the turns done with no text
+(:class:`~indexer.state.schema.RevisitReason`) — turns still streaming, turns given a late message,
+bad rows, sessions owed secret values, sessions to build that no history row names — and the turns done with no text
 (built again when a message reaches them: :mod:`indexer.sync.late`)."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from peewee import chunked, fn
 from indexer.state.schema import IN_LIMIT, RevisitReason, now_ms
 from indexer.state.store_base import StoreBase
 
-PENDING, BAD, OWED, TO_BUILD = (RevisitReason.PENDING_TURN.value, RevisitReason.BAD_ROW.value,
-                                RevisitReason.OWED_SECRET.value, RevisitReason.TO_BUILD.value)
+PENDING, BAD, OWED, TO_BUILD, LATE = (RevisitReason.PENDING_TURN.value, RevisitReason.BAD_ROW.value,
+                                      RevisitReason.OWED_SECRET.value, RevisitReason.TO_BUILD.value,
+                                      RevisitReason.LATE_MESSAGE.value)
 
 
 class RevisitStore(StoreBase):
@@ -72,11 +73,32 @@ class RevisitStore(StoreBase):
         """``labels`` built (None: every one, after a pass that built every session)."""
         self._clear_labels(persona, TO_BUILD, labels)
 
-    # -- pending turns ----------------------------------------------------------------------
+    # -- pending turns, turns given a late message --------------------------------------------
+
+    def _turns(self, persona: str, reason: str) -> list[tuple[str, str]]:
+        R = self.Revisit
+        return list(R.select(R.session_label, R.turn_id).where(self._queued(persona, reason)).tuples())
 
     def pending(self, persona: str) -> list[tuple[str, str]]:
-        R = self.Revisit
-        return list(R.select(R.session_label, R.turn_id).where(self._queued(persona, PENDING)).tuples())
+        return self._turns(persona, PENDING)
+
+    def late_queued(self, persona: str) -> list[tuple[str, str]]:
+        """Turns found given a late message by a pass that had not built them again yet."""
+        return self._turns(persona, LATE)
+
+    def queue_late(self, persona: str, items: Iterable[tuple[str, str]]) -> None:
+        stamp = now_ms()
+        rows = [{"persona": persona, "reason": LATE, "session_label": s, "turn_id": t, "seen_at": stamp}
+                for s, t in sorted(set(items))]
+        for part in chunked(rows, 200):
+            self.Revisit.insert_many(part).on_conflict_ignore().execute()
+
+    def clear_late(self, persona: str, items: Iterable[tuple[str, str]] | None = None) -> None:
+        """``items`` built again (None: every one, after a pass that built every turn)."""
+        if items is None:
+            self.Revisit.delete().where(self._queued(persona, LATE)).execute()
+        else:
+            self._clear_turns(persona, LATE, items)
 
     def pending_count(self, persona: str) -> int:
         return self.Revisit.select().where(self._queued(persona, PENDING)).count()
@@ -134,7 +156,7 @@ class RevisitStore(StoreBase):
         (the sessions left the persona)."""
         R = self.Revisit
         for part in chunked(sorted(set(labels)), 500):
-            R.delete().where((R.persona == persona) & R.reason.in_([PENDING, BAD])
+            R.delete().where((R.persona == persona) & R.reason.in_([PENDING, BAD, LATE])
                              & R.session_label.in_(part)).execute()
             self.EmptyTurn.delete().where((self.EmptyTurn.persona == persona)
                                           & self.EmptyTurn.session_label.in_(part)).execute()

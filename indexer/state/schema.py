@@ -234,6 +234,7 @@ class RevisitReason(str, Enum):
     BAD_ROW = "bad_row"  # could not be built: again when its rows change, or on --retry-bad
     OWED_SECRET = "owed_secret"  # another persona's build found secret values its documents hold
     TO_BUILD = "to_build"  # live again, moved here, or first seen here, with no history row saying so
+    LATE_MESSAGE = "late_message"  # built before, given a message since: found once (the late mark moves on)
 
 
 def _migration_1(db: SqliteDatabase, models: Models, key) -> None:
