@@ -7,7 +7,7 @@ still pending. Pure with respect to the sinks: nothing is written here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import structlog
@@ -18,6 +18,7 @@ from indexer.sync.context import Indexer
 from indexer.sync.recurring import StagedMemory
 from indexer.sync.secret_spread import SecretSpread
 from indexer.sync.turn_rows import DONE_STATUSES, TurnRows, head_history, session_histories, turn_positions
+from indexer.sync.work import Step
 from ledger.reader import LedgerReader
 from ledger.rows import SessionRow
 
@@ -62,29 +63,29 @@ def build_sessions(
     reader: LedgerReader,
     persona: str,
     sessions: Sequence[SessionRow],
+    step: Step,
     *,
-    only_new: bool,
-    extra_turns: Iterable[tuple[str, str]] = (),
     pass_holders: dict[str, set[str]] | None = None,
     learned: StagedMemory | None = None,
-    recheck: Sequence[str] = (),
 ) -> Built:
-    """Documents for ``sessions`` (and for ``extra_turns``: (session, turn) pairs
+    """Documents for ``sessions`` (and for ``step.turns``: (session, turn) pairs
     to revisit), in a fixed number of ledger queries (more when a secret found in
     one turn must be masked in turns already indexed: :mod:`indexer.sync.secret_spread`).
 
-    ``only_new``: skip turns already indexed (or recorded as bad) for that
-    session: a done turn is built once; one given a message later comes back as an
-    ``extra_turns`` pair (:mod:`indexer.sync.late`). An extra pair whose turn left the session's
+    ``step`` (a value of the pass's plan, :mod:`indexer.sync.work`) says what is built:
+    ``NEW_TURNS`` skips turns already indexed for that session (a done turn is built once; one
+    given a message later comes back as a turn of the step: :mod:`indexer.sync.late`);
+    ``EVERY_TURN`` builds every turn. A revisited turn that left the session's
     history (rewound, the session deleted or moved) is not built: ``Built.left``.
     Secret values found in one turn are masked in the session's other turns and in every copy
     of them (:mod:`indexer.sync.secret_spread`): documents already indexed come back here
     when a new value turns up. What the build learned is in ``Built.learned`` (``learned``: a
     staging shared by a rebuild's batches), to commit once the documents are written.
     ``pass_holders``: turn → sessions built earlier in this pass but not recorded in the state
-    DB yet (a rebuild's), kept up to date. ``recheck``: sessions a build of another persona
+    DB yet (a rebuild's), kept up to date. ``step.recheck``: sessions a build of another persona
     found values for: they take what is owed and read their other-persona co-holders' values again.
     """
+    only_new, extra_turns, recheck = step.only_new, step.turns, step.recheck
     out = Built()
     by_label = {s.label: s for s in sessions}
     threads = reader.threads(s.thread_id for s in sessions)

@@ -11,14 +11,16 @@ from indexer.sync.build import Built
 from indexer.sync.context import Indexer
 from indexer.sync.recurring import StagedMemory
 from indexer.sync.summary import PersonaSummary
+from indexer.sync.work import TO_BUILD_REASONS, Revisit
 
 log = structlog.get_logger("indexer.sync")
 
 
 def commit_state(ix: Indexer, persona: str, summary: PersonaSummary, built: Built,
-                 deletions: set[str], cursor: int | None) -> None:
+                 deletions: set[str], cursor: int | None, *, cleared: Sequence[Revisit] = ()) -> None:
     """Record what a batch built, after the sinks hold it, in one state transaction: hashes gone,
-    the revisit queue (pending turns, bad rows, owed secrets), empty turns, the cursor."""
+    the revisit queue (pending turns, bad rows, owed secrets; ``cleared``: the plan's revisits this
+    batch built, whose queue rows go), empty turns, the cursor."""
     # What built fine now is no longer bad: revisited turns that made a document,
     # and in every session whose ancestry was read (all its unindexed turns were
     # just built) whatever was not skipped again.
@@ -33,6 +35,10 @@ def commit_state(ix: Indexer, persona: str, summary: PersonaSummary, built: Buil
             built.fingerprints, sessions_built=built.ancestry)
         if cursor is not None:
             ix.state.set_cursor(persona, cursor)
+        if cleared:
+            ix.state.clear_sessions_to_build(persona, [r.session for r in cleared
+                                                       if not r.turn and r.why in TO_BUILD_REASONS])
+            ix.state.clear_late(persona, [(r.session, r.turn) for r in cleared if r.turn])
         record_owed(ix, built.learned)
         ix.state.clear_secret_rechecks(persona, built.rechecked)
         # a document with no turn id fills no turn (its pair would match no empty_turns row anyway)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence, Set
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import structlog
@@ -39,89 +39,24 @@ from indexer.core.types import Document, Source
 from indexer.state.db import Position
 from indexer.sync import build, late
 from indexer.sync.build import Built
-from indexer.sync.commit import commit_state, log_skips, record_owed, stale_paths
+from indexer.sync.commit import commit_state, log_skips, record_owed
 from indexer.sync.context import Indexer
 from indexer.sync.plan import PassMode, PersonaPlan, decide, gather, log_plan
 from indexer.sync.progress import Progress
-from indexer.sync.quiet import LedgerStamp, ledger_stamp
+from indexer.sync.quiet import ledger_stamp
 from indexer.sync.recurring import StagedMemory
 from indexer.sync.registry import refresh_registry
-from indexer.sync.revisit import bad_rows_changed, build_now, rebuild_bad, requested, turn_revisits, write_owed
 from indexer.sync.summary import PersonaSummary, SyncInterrupted, SyncSummary, check_stop
+from indexer.sync.tail import run_tail
 from indexer.sync.visibility import UNSCOPED_WRITES, reconcile_unscoped, remember_private_turns, switch_in_rebuild
-from indexer.sync.writes import Target, live_targets, record_truncations, write_batch, write_in_parts
+from indexer.sync.work import EVERY_TURN
+from indexer.sync.writes import Target, live_targets, record_truncations, write_in_parts
 from ledger.reader import LedgerReader
 
 log = structlog.get_logger("indexer.sync")
 
-HISTORY_ROWS_PER_BATCH = 2000
-
-
 
 # -- the three modes ------------------------------------------------------------------------------
-
-
-def _tail(ix: Indexer, reader: LedgerReader, persona: str, cursor: int, summary: PersonaSummary,
-          stop: threading.Event | None, progress: Progress | None, *, retry_bad: bool = False,
-          stamp: LedgerStamp | None = None) -> None:
-    head = summary.head
-    live = live_targets(ix, persona)
-    # Session statuses and pending turns change only with a ledger write: with the
-    # files as they were when these last ran, nothing can have moved.
-    sessions_quiet = not retry_bad and ix.quiet.unchanged("sessions", persona, stamp)
-    deleted: Set[str]  # the state's set, or the registry refresh's frozenset
-    if sessions_quiet:
-        deleted = ix.state.deleted_sessions(persona)
-    else:
-        with reader.snapshot():
-            sessions = reader.sessions(persona=persona)
-        changes = refresh_registry(ix, reader, persona, sessions, summary, tail_from=cursor)
-        deleted = changes.deleted
-        if changes.to_build:  # live again, or moved here: no history row says so
-            build_now(ix, reader, persona, summary, changes.to_build, stop, progress)
-            with ix.state.atomic():
-                ix.state.clear_sessions_to_build(persona, changes.to_build)
-            summary.sessions += len(changes.to_build)
-    if retry_bad:
-        labels = [r.session for r in requested(ix.state.bad_items(persona), deleted)]
-        rebuild_bad(ix, reader, persona, summary, labels, "requested", stop, progress)
-    else:
-        rebuild_bad(ix, reader, persona, summary, bad_rows_changed(ix, reader, persona, deleted, stamp),
-                    "rows_changed", stop, progress)
-    write_owed(ix, reader, persona, summary, deleted, stop, progress)
-    if not sessions_quiet:
-        # turns built before that a message reached since (no history row says so): built again
-        arrived, mark = late.late_turns(ix, reader, persona, deleted)
-        revisit = [(r.session, r.turn) for r in turn_revisits(ix.state.pending(persona), arrived, deleted)]
-        if revisit:
-            with reader.snapshot():
-                built = build.build_sessions(ix, reader, persona, [], only_new=True, extra_turns=revisit)
-            write_in_parts(ix, persona, built.docs, live, summary, skip_unchanged=True, stop=stop,
-                           progress=progress)
-            commit_state(ix, persona, summary, built, set(), None)
-        late.keep(ix, persona, mark)
-        ix.quiet.ran("sessions", persona, stamp)
-    position = cursor
-    while position < head:
-        check_stop(stop)
-        with reader.snapshot():
-            rows = reader.history_after(position, upto=head, persona=persona, limit=HISTORY_ROWS_PER_BATCH)
-            batch_end = rows[-1].id if len(rows) == HISTORY_ROWS_PER_BATCH else head
-            labels = list(dict.fromkeys(r.session_label for r in reversed(rows)))  # latest first
-            order = {label: i for i, label in enumerate(labels)}
-            current = sorted((s for s in reader.sessions(history_range=(position, batch_end), persona=persona)
-                              if s.status != "deleted"), key=lambda s: order.get(s.label, len(order)))
-            built = build.build_sessions(ix, reader, persona, current, only_new=True)
-        summary.sessions += len(current)
-        write_in_parts(ix, persona, built.docs, live, summary, skip_unchanged=True, stop=stop, progress=progress)
-        stale = stale_paths(ix, persona, built)
-        write_batch(ix, persona, [], stale, live, skip_unchanged=True)
-        commit_state(ix, persona, summary, built, stale, batch_end)
-        summary.documents_deleted += len(stale)
-        if progress is not None:
-            progress.advanced(persona, built.not_written())
-        position = batch_end
-    summary.cursor = position
 
 
 def _walk_all(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaSummary,
@@ -140,8 +75,8 @@ def _walk_all(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaS
         check_stop(stop)
         part = sessions[start : start + size]
         with reader.snapshot():
-            built = build.build_sessions(ix, reader, persona, part, only_new=False, pass_holders=pass_holders,
-                                   learned=learned)
+            built = build.build_sessions(ix, reader, persona, part, step=EVERY_TURN, pass_holders=pass_holders,
+                                         learned=learned)
         written = write_in_parts(ix, persona, built.docs, targets, summary, skip_unchanged=not rebuilding,
                                   stop=stop, progress=progress, record=not rebuilding)
         on_batch(written, built)
@@ -175,6 +110,7 @@ def _backfill(ix: Indexer, reader: LedgerReader, persona: str, summary: PersonaS
         late.keep(ix, persona, mark)
         ix.state.set_backfill_due(persona, None)
         ix.state.clear_sessions_to_build(persona)
+        ix.state.clear_late(persona)  # every turn was built as the ledger has it
     summary.documents_deleted += len(stale)
     summary.cursor = summary.head
 
@@ -263,6 +199,7 @@ def _record_rebuild(ix: Indexer, persona: str, summary: PersonaSummary, got: Reb
         ix.state.forget_empty(persona)
         ix.state.record_empty(persona, got.empty, filled=())
         ix.state.clear_sessions_to_build(persona)
+        ix.state.clear_late(persona)
         late.keep(ix, persona, got.mark)
         ix.state.set_backfill_due(persona, None)
 
@@ -389,7 +326,7 @@ def sync_once(
             summary.personas[persona] = ps
             try:
                 if mode is PassMode.TAIL:
-                    _tail(ix, reader, persona, cursor or 0, ps, stop, progress, retry_bad=retry_bad, stamp=stamp)
+                    run_tail(ix, reader, persona, cursor or 0, ps, stop, progress, retry_bad=retry_bad, stamp=stamp)
                 elif mode is PassMode.BACKFILL:
                     _backfill(ix, reader, persona, ps, stop, progress)
                 else:

@@ -14,7 +14,6 @@ others are taken by the next rebuild (``reindex``).
 
 from __future__ import annotations
 
-from collections.abc import Set
 from dataclasses import dataclass
 
 import structlog
@@ -99,10 +98,10 @@ def start(ix: Indexer, reader: LedgerReader) -> LateMark:
         return LateMark(tuple((r, m, _keyed(ix, d)) for r, m, d in reader.messages_checkpoints(START_BACK)))
 
 
-def late_turns(ix: Indexer, reader: LedgerReader, persona: str,
-               deleted: Set[str]) -> tuple[list[tuple[str, str]], LateMark]:
-    """(the (session, turn) pairs to build again — built before, and given a message since —, the
-    mark to keep once they are written: :func:`keep`)."""
+def late_turns(ix: Indexer, reader: LedgerReader, persona: str) -> tuple[list[tuple[str, str]], LateMark]:
+    """(the (session, turn) pairs of ``persona``'s sessions built before and given a message since,
+    the mark to keep with them: :func:`keep`). Which of them are built again (not those of a session
+    deleted or moved away) is the pass's plan's to say (:mod:`indexer.sync.tail_plan`)."""
     stored = _read(ix, persona)
     with reader.snapshot():
         ((top_rowid, top_id, top_digest),) = reader.messages_checkpoints()
@@ -131,11 +130,8 @@ def late_turns(ix: Indexer, reader: LedgerReader, persona: str,
     mark = LateMark(_thin(tuple(c for c in kept if c[0] != top[0]) + (top,)))
     pairs = ix.state.holders_of_late(persona, turns)
     owners = ix.state.registered_personas({s for s, _ in pairs})
-    # only sessions of this persona now (one that moved is the other persona's), not deleted
-    pairs = [(s, t) for s, t in pairs if s not in deleted and owners.get(s) == persona]
-    for session, turn in pairs:
-        log.info("turn.late_message", persona=persona, session=session, turn=turn)
-    return pairs, mark
+    # only sessions registered to this persona (one that moved is the other persona's)
+    return [(s, t) for s, t in pairs if owners.get(s) == persona], mark
 
 
 def keep(ix: Indexer, persona: str, mark: LateMark) -> None:

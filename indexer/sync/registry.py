@@ -143,14 +143,24 @@ def gather(ix: Indexer, reader: LedgerReader, persona: str, sessions: Sequence[S
 
 
 def refresh_registry(ix: Indexer, reader: LedgerReader, persona: str, sessions: Sequence[SessionRow],
-                     summary: PersonaSummary, *, tail_from: int | None = None,
-                     rebuilding: bool = False) -> RegistryPlan:
-    """Gather, plan and carry out the refresh of ``persona``'s sessions. ``tail_from``: a tail's
-    cursor; None for a pass that builds every session (a backfill, a rebuild): none is queued to
-    build, except that a forced ``rebuilding`` queues the sessions live again or new here — it
-    commits their registry rows now and may fail or stop before its switch."""
-    facts = gather(ix, reader, persona, sessions, tail_from=tail_from, head=summary.head, rebuilding=rebuilding)
+                     summary: PersonaSummary, *, rebuilding: bool = False) -> RegistryPlan:
+    """Gather, plan and carry out the refresh of ``persona``'s sessions for a pass that builds every
+    session (a backfill, a rebuild): none is queued to build, except that a forced ``rebuilding``
+    queues the sessions live again or new here — it commits their registry rows now and may fail or
+    stop before its switch. (A tail plans it with the rest of its pass: :mod:`indexer.sync.tail_plan`.)"""
+    facts = gather(ix, reader, persona, sessions, tail_from=None, head=summary.head, rebuilding=rebuilding)
     plan = plan_registry(facts)
+    purged = purge_sinks(ix, persona, facts, plan, summary)
+    if writes_state(plan, purged):
+        with ix.state.atomic():
+            record(ix, persona, plan, purged)
+    return plan
+
+
+def purge_sinks(ix: Indexer, persona: str, facts: RegistryFacts, plan: RegistryPlan,
+                summary: PersonaSummary) -> dict[str, set[str]]:
+    """Delete from every sink the documents ``plan`` purges (before the state forgets them: a crash in
+    between deletes them again); returns them, by owner persona, for :func:`record`."""
     left = {label: ix.state.paths(persona, session=label) for label in plan.moved_out}
     purge = {owner: set().union(*(ix.state.paths(owner, session=label) for label in labels))
              for owner, labels in plan.purge.items()}
@@ -158,24 +168,35 @@ def refresh_registry(ix: Indexer, reader: LedgerReader, persona: str, sessions: 
         if paths:
             for sink in ix.sinks:
                 sink.delete(owner, paths)
-    if plan.register or any(purge.values()) or plan.moved_out or plan.arrived or plan.dropped_pending:
-        with ix.state.atomic():
-            ix.state.register_sessions(plan.register)
-            for owner, paths in purge.items():
-                ix.state.forget_documents(owner, paths)
-            # what the old persona kept of a session that moved (pending, bad and empty turns) goes too:
-            # revisited there, it would be built as the old persona's
-            ix.state.forget_sessions(persona, plan.moved_out)
-            for label, other in plan.unsynced.items():  # its record of own turns goes with its row, at once
-                ix.state.private.move(label, persona, other)
-            for label, other in plan.arrived.items():
-                ix.state.forget_sessions(other, [label])
-                ix.state.private.move(label, other, persona)
-            ix.state.add_sessions_to_build(persona, plan.build)  # cleared once built
-            ix.state.clear_pending(persona, plan.dropped_pending)
     summary.documents_deleted += sum(map(len, purge.values()))
     _log(persona, facts, plan, left)
-    return plan
+    return purge
+
+
+def writes_state(plan: RegistryPlan, purged: Mapping[str, set[str]]) -> bool:
+    """Whether :func:`record` writes anything (a pass with nothing new writes nothing: every commit
+    invalidates the scope-facts memo of every searcher). Sessions queued to build again are queued."""
+    return bool(plan.register or any(purged.values()) or plan.moved_out or plan.arrived or plan.dropped_pending)
+
+
+def record(ix: Indexer, persona: str, plan: RegistryPlan, purged: Mapping[str, set[str]]) -> None:
+    """Record ``plan`` in the state DB: call inside the pass's plan transaction, once the sinks no
+    longer hold what it purges (:func:`purge_sinks`). Writes nothing when nothing changed."""
+    if not writes_state(plan, purged):
+        return
+    ix.state.register_sessions(plan.register)
+    for owner, paths in purged.items():
+        ix.state.forget_documents(owner, paths)
+    # what the old persona kept of a session that moved (pending, bad, late and empty turns) goes too:
+    # revisited there, it would be built as the old persona's
+    ix.state.forget_sessions(persona, plan.moved_out)
+    for label, other in plan.unsynced.items():  # its record of own turns goes with its row, at once
+        ix.state.private.move(label, persona, other)
+    for label, other in plan.arrived.items():
+        ix.state.forget_sessions(other, [label])
+        ix.state.private.move(label, other, persona)
+    ix.state.add_sessions_to_build(persona, plan.build)  # cleared once built
+    ix.state.clear_pending(persona, plan.dropped_pending)
 
 
 def _log(persona: str, facts: RegistryFacts, plan: RegistryPlan, left: dict[str, set[str]]) -> None:
@@ -192,4 +213,5 @@ def _log(persona: str, facts: RegistryFacts, plan: RegistryPlan, left: dict[str,
         log.info("pending.dropped", persona=persona, reason="session_deleted", turns=len(plan.dropped_pending))
 
 
-__all__ = ["BuildWhy", "RegistryFacts", "RegistryPlan", "gather", "plan_registry", "refresh_registry"]
+__all__ = ["BuildWhy", "RegistryFacts", "RegistryPlan", "gather", "plan_registry", "purge_sinks", "record",
+           "refresh_registry"]

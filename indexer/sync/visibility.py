@@ -30,6 +30,7 @@ from indexer.core.types import Document
 from indexer.sync.build import build_sessions
 from indexer.sync.context import Indexer
 from indexer.sync.turn_rows import head_history
+from indexer.sync.work import EVERY_TURN
 from ledger.connection import LedgerUnavailable
 from ledger.reader import LedgerReader
 
@@ -154,7 +155,7 @@ def reconcile_unscoped(ix: Indexer, reader: LedgerReader | None, persona: str) -
                 sessions = [row for row in reader.sessions(labels=sorted(shown)) if row.status != "deleted"]
                 # Rendered with every secret value their history holds (learned here, in a
                 # staging never committed: the next pass learns and re-renders for itself).
-                built = build_sessions(ix, reader, persona, sessions, only_new=False)
+                built = build_sessions(ix, reader, persona, sessions, step=EVERY_TURN)
             # Only what the state DB records as indexed: turns newer than the last
             # pass reach every sink with the next pass (a document exported here
             # but unknown to the state DB could not be removed by path later).
