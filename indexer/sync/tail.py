@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from indexer.sync import build, late
+from indexer.sync import build
 from indexer.sync.commit import commit_state, stale_paths
 from indexer.sync.context import Indexer
 from indexer.sync.progress import Progress
@@ -40,8 +40,9 @@ def run_tail(ix: Indexer, reader: LedgerReader, persona: str, cursor: int, summa
     plan = make_plan(changes)
     live = live_targets(ix, persona)
     _commit_plan(ix, changes, plan, summary)
+    summary.cursor = cursor
     batches = _batches(ix, reader, plan, summary, stamp)
-    while True:
+    while plan.has_work():  # (a pass with nothing to do opens no read transaction)
         check_stop(stop)
         with reader.snapshot():  # a batch's sessions are read in the snapshot its documents are built in
             batch = next(batches, None)
@@ -92,8 +93,9 @@ def _commit_plan(ix: Indexer, changes: TailChanges, plan: TailPlan, summary: Per
             record(ix, persona, plan.registry, purged)
         ix.state.queue_late(persona, plan.queue_late)
         ix.state.clear_late(persona, plan.drop_late)
-        if plan.late_mark is not None:
-            late.keep(ix, persona, plan.late_mark)
+        if mark_moved:  # (read before: a read in a write transaction cannot become a write once another commits)
+            assert plan.late_mark is not None
+            ix.state.set_late_mark(persona, plan.late_mark.checkpoints)
     if plan.drop_late:
         log.info("late.dropped", persona=persona, reason="session_gone", turns=len(plan.drop_late))
 

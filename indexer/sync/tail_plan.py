@@ -81,6 +81,10 @@ class TailPlan:
     def bad_sessions(self) -> list[str]:
         return [r.session for r in self.sessions if r.why in BAD_ROW_REASONS]
 
+    def has_work(self) -> bool:
+        """Whether anything is built, or the ledger files changed (their checks are marked done)."""
+        return bool(self.revisits or self.history is not None or self.registry is not None)
+
     def writes_plan(self) -> bool:
         """Whether the plan's own transaction has anything to record before the builds."""
         return bool(self.registry is not None or self.queue_late or self.drop_late or self.late_mark is not None)
