@@ -2,13 +2,12 @@
 
 Per persona:
 
-- **tail** (cursor present): ``session_history`` rows after the cursor,
-  coalesced per session; each touched session's head ancestry is walked and
-  the turns not indexed yet for that session are built; pending/streaming
-  turns seen earlier are revisited, and turns built before that got a message
-  since (:mod:`indexer.sync.late`); ledger status changes (``deleted``, made
-  live again, moved to another persona) are picked up from one scan of the
-  persona's sessions.
+- **tail** (cursor present; :mod:`indexer.sync.tail`): one read of what changed
+  (the ledger's sessions, the messages after the late mark, the bad rows'
+  digests, the revisit queue), one plan made of it by a pure function
+  (:class:`indexer.sync.tail_plan.TailPlan`: sessions to purge, leave, build
+  or revisit, each with its reason, and the history rows after the cursor),
+  then its builds batch by batch.
 - **backfill** (cursor missing, or due: the ledger's messages renumbered):
   every session of the persona.
 - **rebuild** (``force=True`` or a change of the index metadata: redaction,
@@ -18,11 +17,11 @@ Per persona:
 
 Each persona's mode, and why, is a plan decided before anything is done
 (:mod:`indexer.sync.plan`, a pure function of what the ledger and the state
-say); so are the registry's changes (:mod:`indexer.sync.registry`) and the
-revisits (:mod:`indexer.sync.revisit`). Write order per batch: sinks first,
-then hashes, the revisit queue and the cursor in one state-DB transaction
-(:mod:`indexer.sync.commit`). Sinks are idempotent (upsert by path), so a crash between the
-two replays the batch and neither loses nor duplicates.
+say); so is a tail's work (:mod:`indexer.sync.tail_plan`) and the registry's
+changes of a backfill or rebuild (:mod:`indexer.sync.registry`). Write order per
+batch: sinks first, then hashes, the revisit queue and the cursor in one state-DB
+transaction (:mod:`indexer.sync.commit`). Sinks are idempotent (upsert by path),
+so a crash between the two replays the batch and neither loses nor duplicates.
 """
 
 from __future__ import annotations
