@@ -162,16 +162,19 @@ def redaction_eval_rows(d: dict) -> list[Row]:
 
 
 def _fresh_rows(d: dict) -> list[Row]:
-    """The fresh corpus, written without sight of the rules: its held-out half is the headline."""
-    fresh = d.get("fresh")
-    if not fresh:
-        return []
-    chat, clean = fresh["chat"]["fresh_heldout"], fresh["clean"]["fresh_heldout"]
+    """The fresh corpora, written without sight of the rules: their held-out halves are the headline."""
+    rows: list[Row] = []
     target = d["targets"].get("fresh_chat", 0.97)
-    return [(f"redaction, fresh independent corpus, held-out half ({d.get('version', '?')}): chat-style "
-             "credentials / clean chat lines changed",
-             f"{100 * chat['recall']:.1f} % / {clean['changed']} of {clean['lines']}",
-             f"≥ {100 * target:.0f} % / 0", _yes(chat["recall"] >= target and clean["changed"] == 0))]
+    for key, what in (("fresh", "fresh independent corpus"), ("fresh2", "second fresh independent corpus")):
+        fresh = d.get(key)
+        if not fresh:
+            continue
+        chat, clean = fresh["chat"][f"{key}_heldout"], fresh["clean"][f"{key}_heldout"]
+        rows.append((f"redaction, {what}, held-out half ({d.get('version', '?')}): chat-style "
+                     "credentials / clean chat lines changed",
+                     f"{100 * chat['recall']:.1f} % / {clean['changed']} of {clean['lines']}",
+                     f"≥ {100 * target:.0f} % / 0", _yes(chat["recall"] >= target and clean["changed"] == 0)))
+    return rows
 
 
 def redaction_ab_rows(d: dict) -> list[Row]:
