@@ -12,7 +12,7 @@ IDENTITY = BuildIdentity(DOCUMENT_FORMAT_VERSION, "1.2.0+abc", 1_000_000,
 
 def test_stored_form_is_the_earlier_index_metadata_so_an_upgrade_rebuilds_nothing() -> None:
     assert IDENTITY.as_dict() == {
-        "format": "doc-v2", "redaction": "1.2.0+abc", "max_message_bytes": 1_000_000,
+        "format": "doc-v3", "redaction": "1.2.0+abc", "max_message_bytes": 1_000_000,
         "sinks": {"lancedb": "lancedb:fp:d384:lines-v2/254/40:s2", "qmd": "qmd"},
     }
     assert BuildIdentity.from_dict(IDENTITY.as_dict()) == IDENTITY

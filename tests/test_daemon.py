@@ -88,7 +88,7 @@ def test_new_turns_from_a_writer_process_appear_in_search(setup):
         (build,) = [line for line in metrics.splitlines() if line.startswith("ledger_indexer_build_info{")]
         labels = dict(re.findall(r'(\w+)="([^"]*)"', build))
         assert labels["role"] == "run" and labels["model"] == atlas["model"].split("@")[0]
-        assert labels["document_format"] == "doc-v2" and labels["redaction"].startswith("1.")
+        assert labels["document_format"] == "doc-v3" and labels["redaction"].startswith("1.")
         assert {"version", "python", "lancedb", "fastembed", "sinks"} <= set(labels) and build.endswith(" 1.0")
         assert labels["index_reads"] == ("io_uring" if local_reads.io_uring_status() == "ok" else "threads")
         assert re.search(r"^process_resident_memory_bytes \d", metrics, re.M)

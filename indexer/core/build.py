@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 # Bump when the document text layout changes: stored hashes then mean nothing.
-DOCUMENT_FORMAT_VERSION = "doc-v2"  # v2: model/provider redacted; a size cut drops the word it split
+DOCUMENT_FORMAT_VERSION = "doc-v3"  # v3: a "Previous: …" context line; v2: model/provider redacted, cut words
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,12 +43,12 @@ DEFAULT_OVERLAP_TOKENS = 40
 MAX_CHARS_PER_TOKEN = 16
 
 _WORD = re.compile(r"\S+\s*")
-_ROLE_LABEL = re.compile(r"^(?:User|Assistant|Summary): ", re.MULTILINE)
+_ROLE_LABEL = re.compile(r"^(?:User|Assistant|Summary|Previous): ", re.MULTILINE)
 
 
 def embedding_text(chunk_text: str) -> str:
     """What the model sees of a chunk: its text without the ``User:`` / ``Assistant:`` /
-    ``Summary:`` labels that open the document's blocks. They are formatting, the same on
+    ``Summary:`` labels that open the document's blocks (and ``Previous:``, the context line's). They are formatting, the same on
     every turn, and on short turns they pull all vectors together (measured on LoCoMo while
     developing: vector recall@10 41.6 → 44.7 without them). The stored text and snippets keep them."""
     return _ROLE_LABEL.sub("", chunk_text)

@@ -5,6 +5,13 @@ line, then ``User:`` / ``Assistant:`` blocks in message order. Only user and
 assistant ``content`` ever appears: never system prompts, tool calls, tool
 results or ``thinking``. Everything shown, the label included, is redacted
 before hashing, so a hash never depends on a secret.
+
+A turn that follows another normal turn of its session opens its body with one
+``Previous: …`` line: the opening words of the previous turn's first message
+(:func:`turn_context`). A reply rarely names what it answers ("Yes, twice a
+week"); with the question before it, both stages find it (LoCoMo, issue 36).
+The context is taken from the previous turn's text *after* redacting it whole,
+like its own document, so it never holds what that document masks.
 """
 
 from __future__ import annotations
@@ -25,6 +32,12 @@ Redact = Callable[[str], str]
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _LINEBREAKS = re.compile(r"[\r\n\u2028\u2029\x85]")
 TITLE_WORDS = 12
+#: Opens the context line of a turn document (``chunking.embedding_text`` drops it, like the role labels).
+CONTEXT_LABEL = "Previous: "
+#: At most this many characters of the previous turn, cut on a word boundary.
+CONTEXT_MAX_CHARS = 200
+_BLOCK = re.compile(r"^(?:User|Assistant): ")
+_NEXT_BLOCK = re.compile(r"\n\n(?=(?:User|Assistant): )")
 
 
 class SkipReason(str, enum.Enum):
@@ -90,8 +103,11 @@ def _title(label: str, body: str, turn: TurnRow, kind: DocKind, redact: Redact) 
 
 
 def _assemble(persona: str, label: str, turn: TurnRow, kind: DocKind, body: str, redact: Redact,
-              model: str | None, provider: str | None) -> Document:
+              model: str | None, provider: str | None, context_line: str = "") -> Document:
     header = _header(label, turn.id, turn, kind, redact, model, provider)
+    title = _title(label, body, turn, kind, redact)  # the turn's own words, never the context's
+    if context_line:
+        body = f"{context_line}\n\n{body}"
     text = "\n".join(header) + "\n\n" + body
     return Document(
         path=turn_path(safe_segment(label), turn.id, compaction=kind is DocKind.COMPACTION),
@@ -100,7 +116,7 @@ def _assemble(persona: str, label: str, turn: TurnRow, kind: DocKind, body: str,
         session=label,
         turn_id=turn.id,
         kind=kind,
-        title=_title(label, body, turn, kind, redact),
+        title=title,
         text=text,
         body=body,
         content_hash=content_hash(text),
@@ -133,6 +149,29 @@ def turn_text(messages: Sequence[MessageRow], *, max_message_bytes: int) -> tupl
     return ("\n\n".join(blocks), cut) if blocks else None
 
 
+def turn_context(previous: Sequence[MessageRow], *, redact: Redact, max_message_bytes: int,
+                 max_chars: int = CONTEXT_MAX_CHARS) -> str | None:
+    """The context a turn carries from the turn before it: the opening words of that turn's first
+    user message (its first message when it has none), on one line, at most ``max_chars``
+    characters cut on a word boundary; None when it has no text (or ``max_chars`` is 0).
+
+    The previous turn's text is redacted whole, as its own document is, and only then cut: a cut
+    could split a secret from what makes a rule recognise it (``password: …``), and a value a
+    rule finds anywhere in that turn is masked where it recurs in the part kept."""
+    if max_chars <= 0:
+        return None
+    raw = turn_text(previous, max_message_bytes=max_message_bytes)
+    if raw is None:
+        return None
+    blocks = _NEXT_BLOCK.split(redact(raw[0]))
+    first = next((b for b in blocks if b.startswith("User: ")), blocks[0])
+    words = " ".join(_BLOCK.sub("", first, count=1).split())  # one line: it cannot forge a block
+    if len(words) > max_chars:
+        cut = words[: max_chars + 1]
+        words = (cut[: cut.rfind(" ")] if " " in cut else cut[:max_chars]).rstrip() + " …"
+    return words or None
+
+
 def turn_document(
     persona: str,
     label: str,
@@ -141,16 +180,25 @@ def turn_document(
     *,
     redact: Redact,
     max_message_bytes: int,
+    previous: Sequence[MessageRow] | None = None,
 ) -> Document | Skip | None:
     """The document of one normal turn, a :class:`Skip` for bad data, or None
-    when the turn has no user/assistant text at all (nothing to remember)."""
+    when the turn has no user/assistant text at all (nothing to remember).
+    ``previous``: the messages of the turn before it in its session (None: it is
+    the first, or that turn is a compaction), for the context line (:func:`turn_context`)."""
     raw = turn_text(messages, max_message_bytes=max_message_bytes)
     if raw is None:
         return None
     # Redacted as one text: a secret that a rule recognises in one message
     # is masked wherever it recurs in the turn, in the other message too.
-    body = redact(raw[0])
-    doc = _assemble(persona, label, turn, DocKind.TURN, body, redact, turn.model, turn.provider)
+    context = turn_context(previous, redact=redact, max_message_bytes=max_message_bytes) if previous else None
+    if context:
+        # The context and the turn redacted as one text as well: a value a rule finds in this
+        # turn is masked where it recurs in the context (the context alone is one line).
+        line, _, body = redact(f"{CONTEXT_LABEL}{context}\n\n{raw[0]}").partition("\n\n")
+    else:
+        line, body = "", redact(raw[0])
+    doc = _assemble(persona, label, turn, DocKind.TURN, body, redact, turn.model, turn.provider, line)
     return replace(doc, truncated_bytes=raw[1]) if raw[1] else doc
 
 
