@@ -165,6 +165,10 @@ def build_sessions(
     for label in unreadable:  # their places from the turns' own thread rows
         placed = positions.setdefault(label, {})
         placed.update({t: i for t, i in turn_positions(reader, [t for t in wanted.get(label, ()) if t not in placed]).items()})
+    # The turn before each one built (its document opens with that turn's first words:
+    # indexer.core.documents.turn_context), read with the others when a tail left it out.
+    before = {label: dict(zip(anc[1:], anc)) for label, anc in histories.items()}
+    rows.read({b for label, ids in wanted.items() for t in ids if (b := before.get(label, {}).get(t))})
     for label, ids in wanted.items():
         session = by_label.get(label)
         redact = secrets.redact(persona, label) if secrets is not None else ix.redact
@@ -188,8 +192,11 @@ def build_sessions(
                     result = compaction_document(persona_of, label, turn, rows.compactions.get(tid),
                                                  redact=redact, max_message_bytes=limit)
                 else:
-                    result = turn_document(persona_of, label, turn, rows.messages.get(tid, []),
-                                           redact=redact, max_message_bytes=limit)
+                    b = before.get(label, {}).get(tid)
+                    finished = b is not None and rows.text(b) is not None and rows.turns[b].turn_type != "compaction"
+                    result = turn_document(persona_of, label, turn, rows.messages.get(tid, []), redact=redact,
+                                           max_message_bytes=limit,
+                                           previous=rows.messages.get(b, []) if finished and b else None)
             except Exception as exc:  # one bad row never stops a sync
                 result = Skip(SkipReason.INVALID_ROW, label, tid, f"{type(exc).__name__}: {exc}")
             if isinstance(result, Skip):

@@ -112,9 +112,11 @@ class SecretSpread:
         out = Respread()
         while self.gained:
             label, new = self.gained.popitem()
+            after: dict[str, str] = {}
             if self._reach(label):
                 new = {**new, **self.gained.pop(label, {})}  # reaching it may have learned more
                 history = self.histories[label]
+                after = dict(zip(history, history[1:]))
             elif self.unreachable[label] == "unreadable":  # its thread row is broken: its indexed copies
                 history = sorted(self.ix.state.turns_of(self.persona, [label]))
             else:  # deleted or gone: its documents are being removed, never written again
@@ -127,6 +129,8 @@ class SecretSpread:
                 continue
             again = out.again.setdefault(label, [])
             again.extend(t for t in found if t not in again)
+            # the turn after each holds its first words (indexer.core.documents.turn_context)
+            again.extend(a for t in found if (a := after.get(t)) and a not in again)
             if label not in self.histories:
                 out.positions.setdefault(label, {}).update(turn_positions(self.reader, found))
             for tid, hs in self._holders(list(found)).items():
