@@ -321,11 +321,39 @@ class QueryMemo:
         return v
 
 
-def index_key(samples: Sequence[dict], model: str | None = None) -> str:
+def index_key(samples: Sequence[dict], model: str | None = None, document_format: str | None = None) -> str:
+    """The cached index's folder name: data, mapping, samples, model and the document format
+    (``document_format``: another than this code's, e.g. ``doc-v2`` for one built by an earlier release)."""
+    from indexer.core.build import DOCUMENT_FORMAT_VERSION
+
     key = {"data": sha256_file(LOCOMO_PATH), "mapping": MAPPING_VERSION, "samples": [s["sample_id"] for s in samples]}
     if model:  # one cached index per model: side-by-side runs do not re-embed each other's
         key["model"] = model
+    fmt = document_format or DOCUMENT_FORMAT_VERSION
+    if fmt != "doc-v2":  # one per document format (doc-v2 indexes keep their key)
+        key["format"] = fmt
     return sha256_json(key)[:16]
+
+
+def open_built(samples: Sequence[dict], model: str | None, document_format: str) -> Built:
+    """An index cached by an earlier release (another document format), opened to search as it is:
+    no sync (this code would rebuild it in its own format). Build it with that release's
+    ``build_index`` (e.g. from a worktree of its commit sharing ``bench/out``)."""
+    from indexer.embedding.factory import make_embedder
+    from indexer.runtime.config import load_config
+
+    root = OUT / "locomo-index" / index_key(samples, model, document_format)
+    if not (root / "ledger.done").exists() or not (root / "build.json").exists():
+        raise SystemExit(f"no {document_format} LoCoMo index for {model} at {root}: build it with that release's "
+                         "bench.locomo.build_index first")
+    config = load_config(None, env={}, overrides={
+        "ledger": {"path": str(root / "ledger.db"), "personas": [PERSONA]},
+        "index": {"dir": str(root / "index"), "sinks": ["lancedb", "qmd"]},
+        **({"embedding": {"model": model}} if model else {}),
+    })
+    info = json.loads((root / "build.json").read_text())
+    turns = json.loads((root / "ledger.done").read_text())["turns"]
+    return Built(root, config, make_embedder(config), turns, 0.0, "opened", 0, 0, info)
 
 
 def build_index(samples: Sequence[dict], *, allow_no_redaction: bool, rebuild: bool = False,

@@ -1,14 +1,18 @@
-"""LoCoMo recall, today's model and the shipped one side by side in one run (issue 36).
+"""LoCoMo recall, both packaged models and both document formats side by side in one run (issue 36).
 
-For each model (``--models``; default MiniLM, today's, then the shipped e5), the cached LoCoMo
-index of ``bench.locomo --model`` (built or brought up to date here: the real pipeline), then
-in this one process: the vector stage alone, the keyword stage alone and hybrid with the
+For each model (``--models``; default MiniLM, then e5) and each document format (``--formats``:
+``doc-v2``, the previous release's turns without context, opened as an earlier release cached it,
+see :func:`bench.locomo.open_built`; and this code's, with the ``Previous:`` context line, built or
+brought up to date here through the real pipeline), then in this one process: the vector stage alone, the keyword stage alone and hybrid with the
 shipped ranking over every question; hybrid with the weights chosen by leave-one-conversation-
 out cross-validation over :data:`GRID` (the headline: each conversation measured with the
 weights chosen on the nine others); per-category recall@10 of each; hybrid latency at LoCoMo's
 size. The grid, the questions and the code are the same for every model.
 
-    python -m bench.recall_compare [--models A,B] [--quick]
+The context variant was chosen on LoCoMo conversations 0, 2 and 4 (bench/recall_context.py):
+the recall pooled over the other seven conversations' folds is reported beside the headline.
+
+    python -m bench.recall_compare [--models A,B] [--formats doc-v2,doc-v3] [--quick]
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from bench.locomo import (
     leave_one_out,
     limit_questions,
     lines_of,
+    open_built,
     questions_of,
     recalls,
     retrieve_all,
@@ -43,16 +48,22 @@ DEFAULT_MODELS = ("sentence-transformers/all-MiniLM-L6-v2", "intfloat/multilingu
 #: heavier vector weight for a stronger vector stage (small: a point costs ~45 s on the shared machine).
 GRID = {"VECTOR_WEIGHT": (0.3, 0.5), "SESSION_WEIGHT": (0.6, 1.0, 1.5)}
 QUICK_GRID = {"VECTOR_WEIGHT": (0.3, 0.5)}
+#: The LoCoMo conversations (indices) the context variant was chosen on (bench/recall_context.py).
+TUNING = (0, 2, 4)
 
 
 def per_category(agg: dict) -> dict[str, float]:
     return {CATEGORIES[c]: agg[c][10] for c in sorted(CATEGORIES) if agg[c]["n"]}
 
 
-def measure(model: str, samples: list, qs: list, grid: dict) -> dict:
+def measure(model: str, samples: list, qs: list, grid: dict, document_format: str) -> dict:
+    from indexer.core.build import DOCUMENT_FORMAT_VERSION
     from indexer.search.searcher import Searcher
 
-    built = build_index(samples, allow_no_redaction=False, model=model)
+    if document_format == DOCUMENT_FORMAT_VERSION:
+        built = build_index(samples, allow_no_redaction=False, model=model)
+    else:
+        built = open_built(samples, model, document_format)
     emb = QueryMemo(built.embedder)
     searcher = Searcher(built.config, embedder=emb)
     out: dict = {"model": built.embedder.fingerprint, "sync_seconds": built.build_info.get("first_embedding_build",
@@ -73,6 +84,8 @@ def measure(model: str, samples: list, qs: list, grid: dict) -> dict:
     fold_values = {f["held_out"]: json.dumps(f["values"], sort_keys=True) for f in cv["folds"]}
     by_values = {json.dumps(p["values"], sort_keys=True): p["per_q"] for p in cv["points"]}
     cv_per_q = [by_values[fold_values[q.sample_id]][i] for i, q in enumerate(qs)]
+    untuned = {s["sample_id"] for i, s in enumerate(samples) if i not in TUNING}
+    held = [r for q, r in zip(qs, cv_per_q) if q.sample_id in untuned]
     cats: dict[int, list[float]] = {}
     for q, r in zip(qs, cv_per_q):
         cats.setdefault(q.category, []).append(r)
@@ -81,7 +94,8 @@ def measure(model: str, samples: list, qs: list, grid: dict) -> dict:
         "r5": {m: a["overall"][5] for m, a in aggs.items()},
         "r25": {m: a["overall"][25] for m, a in aggs.items()},
         "categories": {m: per_category(a) for m, a in aggs.items()},
-        "cv_r10": cv["loco_r10"], "cv_in_sample": cv["in_sample"], "cv_majority": cv["majority"],
+        "cv_r10": cv["loco_r10"], "cv_untuned_r10": 100 * sum(held) / max(1, len(held)), "cv_untuned_n": len(held),
+        "cv_in_sample": cv["in_sample"], "cv_majority": cv["majority"],
         "cv_folds": [{k: f[k] for k in ("held_out", "values", "test_r10")} for f in cv["folds"]],
         "cv_categories": {CATEGORIES[c]: 100 * sum(v) / len(v) for c, v in sorted(cats.items())},
         "hybrid_ms_p50": median(runs["hybrid"].took_ms), "vector_ms_p50": median(runs["vector"].took_ms),
@@ -94,6 +108,7 @@ def measure(model: str, samples: list, qs: list, grid: dict) -> dict:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.recall_compare", description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=",".join(DEFAULT_MODELS))
+    ap.add_argument("--formats", default="doc-v2,doc-v3", help="document formats: doc-v2 (opened), this code's (built)")
     ap.add_argument("--quick", action="store_true", help="120 questions, a small grid")
     args = ap.parse_args(argv)
     started, load0 = time.perf_counter(), loadavg()
@@ -102,35 +117,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     per_sample = [questions_of(s, {ln.dia_id for ln in lines_of(s)})[0] for s in samples]
     qs = limit_questions(per_sample, 120 if args.quick else None)
     grid = QUICK_GRID if args.quick else GRID
-    models = [m for m in args.models.split(",") if m]
-    res = {m: measure(m, samples, qs, grid) for m in models}
+    runs = [(m, f) for m in args.models.split(",") if m for f in args.formats.split(",") if f]
+    res = {f"{m} {f}": measure(m, samples, qs, grid, f) for m, f in runs}
+    keys = list(res)
 
-    head = ["", *[f"`{m.split('/')[-1]}`" for m in models]]
-    rows = [["hybrid R@10, leave-one-conversation-out (headline)", *[f"**{res[m]['cv_r10']:.1f}**" for m in models]],
-            ["hybrid R@10, shipped weights (in-sample)", *[f"{res[m]['r10']['hybrid']:.1f}" for m in models]],
-            ["vector stage alone R@10", *[f"{res[m]['r10']['vector']:.1f}" for m in models]],
-            ["keyword stage alone R@10", *[f"{res[m]['r10']['keyword']:.1f}" for m in models]],
-            ["hybrid R@5 / R@25 (shipped)", *[f"{res[m]['r5']['hybrid']:.1f} / {res[m]['r25']['hybrid']:.1f}"
-                                             for m in models]],
-            ["vector R@5 / R@25", *[f"{res[m]['r5']['vector']:.1f} / {res[m]['r25']['vector']:.1f}" for m in models]],
-            ["hybrid query p50 (ms, 5,882 turns, in-process)", *[f"{res[m]['hybrid_ms_p50']:.1f}" for m in models]],
-            ["weights most folds chose", *[f"{res[m]['cv_majority']}" for m in models]],
-            ["empty answers (hybrid)", *[f"{res[m]['empty']['hybrid']}" for m in models]]]
+    def col(key: str) -> str:
+        m, f = key.split(" ")
+        return f"`{m.split('/')[-1]}` {f}{' (context)' if f != 'doc-v2' else ' (today)'}"
+
+    head = ["", *[col(k) for k in keys]]
+    rows = [["hybrid R@10, leave-one-conversation-out (headline)", *[f"**{res[k]['cv_r10']:.1f}**" for k in keys]],
+            [f"hybrid R@10, LOCO, the {res[keys[0]]['cv_untuned_n']} questions of conversations the context was "
+             "not chosen on", *[f"{res[k]['cv_untuned_r10']:.1f}" for k in keys]],
+            ["hybrid R@10, shipped weights (in-sample)", *[f"{res[k]['r10']['hybrid']:.1f}" for k in keys]],
+            ["vector stage alone R@10", *[f"{res[k]['r10']['vector']:.1f}" for k in keys]],
+            ["keyword stage alone R@10", *[f"{res[k]['r10']['keyword']:.1f}" for k in keys]],
+            ["hybrid R@5 / R@25 (shipped)", *[f"{res[k]['r5']['hybrid']:.1f} / {res[k]['r25']['hybrid']:.1f}"
+                                             for k in keys]],
+            ["vector R@5 / R@25", *[f"{res[k]['r5']['vector']:.1f} / {res[k]['r25']['vector']:.1f}" for k in keys]],
+            ["hybrid query p50 (ms, 5,882 turns, in-process)", *[f"{res[k]['hybrid_ms_p50']:.1f}" for k in keys]],
+            ["weights most folds chose", *[f"{res[k]['cv_majority']}" for k in keys]],
+            ["empty answers (hybrid)", *[f"{res[k]['empty']['hybrid']}" for k in keys]]]
     cat_rows = []
     for cat in CATEGORIES.values():
-        cat_rows.append([cat, *[f"{res[m]['categories']['vector'].get(cat, float('nan')):.1f} / "
-                                f"{res[m]['categories']['keyword'].get(cat, float('nan')):.1f} / "
-                                f"{res[m]['cv_categories'].get(cat, float('nan')):.1f}" for m in models]])
+        cat_rows.append([cat, *[f"{res[k]['categories']['vector'].get(cat, float('nan')):.1f} / "
+                                f"{res[k]['categories']['keyword'].get(cat, float('nan')):.1f} / "
+                                f"{res[k]['cv_categories'].get(cat, float('nan')):.1f}" for k in keys]])
     md = "\n".join([
-        "# LoCoMo recall: today's model and the shipped one, side by side (issue 36)\n",
-        f"`python -m bench.recall_compare{' --quick' if args.quick else ''}` at commit {git_commit()}; "
+        "# LoCoMo recall: packaged models, turns with and without context, side by side (issue 36)\n",
+        f"`python -m bench.recall_compare --models {args.models} --formats {args.formats}"
+        f"{' --quick' if args.quick else ''}` at commit {git_commit()}; "
         f"{len(qs)} questions of {len(samples)} conversations (categories 1–4); load average {load0} at the start, "
         f"{loadavg()} at the end; {fmt_s(time.perf_counter() - started)}. Real pipeline (LanceDB, redaction, "
-        f"`memory_search` with scope `project`). DRAGON (LoCoMo paper) R@10: {DRAGON[10]}.\n",
+        f"`memory_search` with scope `project`); doc-v2 indexes as the previous release built them. "
+        f"DRAGON (LoCoMo paper) R@10: {DRAGON[10]}.\n",
         md_table(head, rows),
         "\nPer category, R@10: vector alone / keyword alone / hybrid cross-validated\n",
         md_table(["category", *head[1:]], cat_rows),
-        "\nGrid (the same for every model): " + ", ".join(f"{k} {v}" for k, v in grid.items()),
+        "\nGrid (the same for every column): " + ", ".join(f"{k} {v}" for k, v in grid.items()),
     ])
     write_outputs(NAME, md, {"results": res, "grid": grid, "questions": len(qs), "load_start": load0,
                              "load_end": loadavg()})

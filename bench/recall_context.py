@@ -46,14 +46,28 @@ _WORD = re.compile(r"\w+")
 
 
 def variant_texts(lines, variant: str) -> list[str]:
+    """The text each line's chunk carries in ``variant``: ``plain``, ``prev`` (the whole previous line),
+    ``ctxN`` (the shipped context line, :func:`indexer.core.documents.turn_context`, capped at N
+    characters), ``date``; ``+date`` after any of them adds the session date."""
     from bench.locomo import turn_text
+    from indexer.core.chunking import embedding_text
+    from indexer.core.documents import CONTEXT_LABEL, turn_context
+    from ledger.rows import MessageRow
 
+    base, _, extra = variant.partition("+")
     out = []
     for i, ln in enumerate(lines):
         t = turn_text(ln)
-        if variant == "prev" and i > 0 and lines[i - 1].session == ln.session and lines[i - 1].sample_id == ln.sample_id:
-            t = turn_text(lines[i - 1]) + "\n" + t
-        elif variant == "date":
+        before = lines[i - 1] if i > 0 else None
+        if before is not None and (before.session, before.sample_id) != (ln.session, ln.sample_id):
+            before = None
+        if base == "prev" and before is not None:
+            t = turn_text(before) + "\n" + t
+        elif base.startswith("ctx") and before is not None:
+            msg = MessageRow("m", "t", "user", turn_text(before), len(turn_text(before)), 0)
+            ctx = turn_context([msg], redact=str, max_message_bytes=1 << 20, max_chars=int(base[3:]))
+            t = embedding_text(f"{CONTEXT_LABEL}{ctx}\n\n{t}") if ctx else t
+        if base == "date" or extra == "date":
             day = dt.datetime.fromtimestamp(ln.ts_ms / 1000, tz=dt.UTC)
             t = f"session date: {day.day} {day:%B %Y}\n" + t
         out.append(t)
@@ -82,6 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.recall_context", description=__doc__.split("\n\n")[0])
     ap.add_argument("--conversations", default="0,2,4,6,8", help="indices of LoCoMo conversations to use")
     ap.add_argument("--model", default=None)
+    ap.add_argument("--rewrites", default="asis,content", help="BM25 query forms: asis, content")
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--out-name", default=NAME)
     args = ap.parse_args(argv)
@@ -108,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         db.executemany("INSERT INTO t(rowid, body, sample) VALUES (?, ?, ?)",
                        [(i, tx, ln.sample_id) for i, (tx, ln) in enumerate(zip(texts, lines))])
         n_rows = len(texts)
-        for rewrite in ("asis", "content"):
+        for rewrite in args.rewrites.split(","):
             rec = {"vector": [], "bm25": [], "hybrid": []}
             for qi, q in enumerate(qs):
                 mask = sample_of == q.sample_id
@@ -130,7 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = [[k, f"{v['vector']:.1f}", f"{v['bm25']:.1f}", f"{v['hybrid']:.1f}"] for k, v in results.items()]
     md = "\n".join([
         "# Contextual chunk text and query rewriting on LoCoMo (lab harness, issue 36)\n",
-        f"`python -m bench.recall_context --conversations {args.conversations} --variants {args.variants}` with "
+        f"`python -m bench.recall_context --conversations {args.conversations} --variants {args.variants} "
+        f"--rewrites {args.rewrites}{' --model ' + args.model if args.model else ''}` with "
         f"`{emb.fingerprint}`; "
         f"{len(qs)} questions, {len(lines)} lines; load average {load0} → {loadavg()}. Recall@10 within the "
         "question's conversation; hybrid = the shipped linear fusion without conversational context or dates.\n",
