@@ -112,11 +112,9 @@ class SecretSpread:
         out = Respread()
         while self.gained:
             label, new = self.gained.popitem()
-            after: dict[str, str] = {}
             if self._reach(label):
                 new = {**new, **self.gained.pop(label, {})}  # reaching it may have learned more
                 history = self.histories[label]
-                after = dict(zip(history, history[1:]))
             elif self.unreachable[label] == "unreadable":  # its thread row is broken: its indexed copies
                 history = sorted(self.ix.state.turns_of(self.persona, [label]))
             else:  # deleted or gone: its documents are being removed, never written again
@@ -127,12 +125,13 @@ class SecretSpread:
                      if (text := self.rows.text(t)) is not None and (v := recurring.values_in(text))}
             if not found:
                 continue
+            # and the turn after each: it opens with that turn's first words (documents.turn_context)
+            after = [t for t in dict.fromkeys(history) if t not in found
+                     and (row := self.rows.turns.get(t)) is not None and row.parent_turn_id in found]
             again = out.again.setdefault(label, [])
-            again.extend(t for t in found if t not in again)
-            # the turn after each holds its first words (indexer.core.documents.turn_context)
-            again.extend(a for t in found if (a := after.get(t)) and a not in again)
+            again.extend(t for t in [*found, *after] if t not in again)
             if label not in self.histories:
-                out.positions.setdefault(label, {}).update(turn_positions(self.reader, found))
+                out.positions.setdefault(label, {}).update(turn_positions(self.reader, [*found, *after]))
             for tid, hs in self._holders(list(found)).items():
                 for persona, holder in sorted(hs - {(self.persona, label)}):
                     if persona == self.persona:
