@@ -49,8 +49,9 @@ def test_the_context_line_opens_the_body_and_the_title_stays_the_turns_own():
     assert lines(doc) == ["Previous: Which pooler do we run for Postgres?", "", "User: And its mode?", "",
                           "Assistant: Transaction pooling."]
     assert doc.body == "\n".join(lines(doc)) and "Which pooler" not in doc.title and "And its mode?" in doc.title
-    # what the model sees: no labels, the question before the reply
-    assert embedding_text(doc.body).split("\n")[0] == "Which pooler do we run for Postgres?"
+    # what the model sees: the turn as before the context line existed (it helps the keyword stage only)
+    assert embedding_text(doc.body) == "And its mode?\n\nTransaction pooling."
+    assert embedding_text("User: Previous: a line of the turn") == "Previous: a line of the turn"
     plain = turn_document("a", "s", TURN, msgs(("user", "And its mode?"), ("assistant", "Transaction pooling.")),
                           redact=str, max_message_bytes=1000)
     assert plain.title == doc.title and plain.text != doc.text and plain.content_hash != doc.content_hash

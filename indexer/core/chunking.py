@@ -33,7 +33,7 @@ from collections.abc import Callable
 
 from indexer.core.types import Chunk
 
-CHUNKING_VERSION = "lines-v2"  # v2: role labels are not embedded (embedding_text)
+CHUNKING_VERSION = "lines-v3"  # v3: the context line is not embedded; v2: nor are role labels
 #: Content tokens per chunk: room for [CLS]/[SEP] and tokenizer drift under MiniLM's 256.
 DEFAULT_MAX_TOKENS = 200
 #: Tokens of context repeated at the start of the next chunk.
@@ -43,15 +43,22 @@ DEFAULT_OVERLAP_TOKENS = 40
 MAX_CHARS_PER_TOKEN = 16
 
 _WORD = re.compile(r"\S+\s*")
-_ROLE_LABEL = re.compile(r"^(?:User|Assistant|Summary|Previous): ", re.MULTILINE)
+_ROLE_LABEL = re.compile(r"^(?:User|Assistant|Summary): ", re.MULTILINE)
+_CONTEXT_LINE = re.compile(r"\APrevious: [^\n]*\n*")
 
 
 def embedding_text(chunk_text: str) -> str:
     """What the model sees of a chunk: its text without the ``User:`` / ``Assistant:`` /
-    ``Summary:`` labels that open the document's blocks (and ``Previous:``, the context line's). They are formatting, the same on
-    every turn, and on short turns they pull all vectors together (measured on LoCoMo while
-    developing: vector recall@10 41.6 → 44.7 without them). The stored text and snippets keep them."""
-    return _ROLE_LABEL.sub("", chunk_text)
+    ``Summary:`` labels that open the document's blocks, and without the ``Previous: …`` context
+    line that opens a turn's body (:func:`indexer.core.documents.turn_context`). The labels are
+    formatting, the same on every turn, and on short turns they pull all vectors together
+    (measured on LoCoMo while developing: vector recall@10 41.6 → 44.7 without them). The
+    context line helps the keyword stage only: with it embedded, MiniLM's vector recall@10 fell
+    53.5 → 51.7 and hybrid rose to 67.8, without it hybrid rose to 71.0 (LoCoMo tuning
+    conversations, bench/recall_context.py ``ctx200`` / ``ctx200@vplain``); and a turn's vector
+    stays what it was before the line existed (the embedding cache keeps an upgrade cheap).
+    The stored text and snippets keep both."""
+    return _ROLE_LABEL.sub("", _CONTEXT_LINE.sub("", chunk_text, count=1))
 
 
 def _costing(count_tokens: Callable[[str], int]) -> Callable[[str], int]:
