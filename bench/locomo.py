@@ -335,14 +335,14 @@ def index_key(samples: Sequence[dict], model: str | None = None, document_format
     return sha256_json(key)[:16]
 
 
-def open_built(samples: Sequence[dict], model: str | None, document_format: str) -> Built:
+def open_built(samples: Sequence[dict], model: str | None, document_format: str, root: Path | None = None) -> Built:
     """An index cached by an earlier release (another document format), opened to search as it is:
     no sync (this code would rebuild it in its own format). Build it with that release's
     ``build_index`` (e.g. from a worktree of its commit sharing ``bench/out``)."""
     from indexer.embedding.factory import make_embedder
     from indexer.runtime.config import load_config
 
-    root = OUT / "locomo-index" / index_key(samples, model, document_format)
+    root = root or OUT / "locomo-index" / index_key(samples, model, document_format)
     if not (root / "ledger.done").exists() or not (root / "build.json").exists():
         raise SystemExit(f"no {document_format} LoCoMo index for {model} at {root}: build it with that release's "
                          "bench.locomo.build_index first")

@@ -20,18 +20,20 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import shutil
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
-from bench.common import LOCOMO_PATH, fmt_s, git_commit, loadavg, log, md_table, median, write_outputs
+from bench.common import LOCOMO_PATH, OUT, fmt_s, git_commit, loadavg, log, md_table, median, write_outputs
 from bench.locomo import (
     CATEGORIES,
     DRAGON,
     QueryMemo,
     aggregate,
-    build_index,
     grid_points,
+    index_key,
     leave_one_out,
     limit_questions,
     lines_of,
@@ -56,14 +58,54 @@ def per_category(agg: dict) -> dict[str, float]:
     return {CATEGORIES[c]: agg[c][10] for c in sorted(CATEGORIES) if agg[c]["n"]}
 
 
+def revectored(src: Path, embedder) -> Path:
+    """A copy of the doc-v3 index ``src`` whose vectors are re-embedded from each chunk's text
+    with this code's ``embedding_text`` (the context line left out), its vector index trained
+    again: the index a ``lines-v3`` sync writes, without a second 30-minute sync of LoCoMo (the
+    chunk texts are the same; every vector is an embedding-cache hit). Made once."""
+    import lancedb
+    import numpy as np
+    import pyarrow as pa
+
+    from exporters.lancedb import vector_maint
+    from exporters.lancedb.schema import _clean
+    from indexer.core.chunking import CHUNKING_VERSION, embedding_text
+
+    dst = src.with_name(f"{src.name}-{CHUNKING_VERSION}")
+    if (dst / ".revectored").exists():
+        return dst
+    if dst.exists():
+        shutil.rmtree(dst)
+    shutil.copytree(src, dst)
+    db = lancedb.connect(str(dst / "index" / "lancedb"))
+    [entry] = json.loads((dst / "index" / "lancedb" / "active.json").read_text())["personas"].values()
+    tbl = db.open_table(entry["table"])
+    rows = tbl.to_arrow()
+    vecs = np.asarray(embedder.embed([_clean(embedding_text(t)) for t in rows.column("text").to_pylist()]),
+                      dtype=np.float32)
+    dim = vecs.shape[1]
+    col = rows.schema.get_field_index("vector")
+    rows = rows.set_column(col, rows.schema.field("vector"),
+                           pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1), type=pa.float32()), dim))
+    tbl.merge_insert("id").when_matched_update_all().execute(rows)
+    vector_maint.build(tbl, "locomo", "revectored")
+    tbl.optimize()
+    (dst / ".revectored").write_text(str(len(vecs)))
+    log(f"revectored {len(vecs)} chunks into {dst}")
+    return dst
+
+
 def measure(model: str, samples: list, qs: list, grid: dict, document_format: str) -> dict:
-    from indexer.core.build import DOCUMENT_FORMAT_VERSION
+    from indexer.embedding.cache import CachedEmbedder
     from indexer.search.searcher import Searcher
 
-    if document_format == DOCUMENT_FORMAT_VERSION:
-        built = build_index(samples, allow_no_redaction=False, model=model)
-    else:
+    if document_format == "doc-v2":
         built = open_built(samples, model, document_format)
+    else:  # doc-v3 as a lines-v2 sync built it (context line embedded), and as lines-v3 writes it
+        v3 = open_built(samples, model, "doc-v3", OUT / "locomo-index" / index_key(samples, model, "doc-v3"))
+        built = v3 if document_format == "doc-v3-embedded" else open_built(
+            samples, model, "doc-v3", revectored(v3.root, CachedEmbedder(v3.embedder.inner,
+                                                                         OUT / "locomo-index" / "embed_cache.sqlite")))
     emb = QueryMemo(built.embedder)
     searcher = Searcher(built.config, embedder=emb)
     out: dict = {"model": built.embedder.fingerprint, "sync_seconds": built.build_info.get("first_embedding_build",
@@ -108,7 +150,8 @@ def measure(model: str, samples: list, qs: list, grid: dict, document_format: st
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.recall_compare", description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=",".join(DEFAULT_MODELS))
-    ap.add_argument("--formats", default="doc-v2,doc-v3", help="document formats: doc-v2 (opened), this code's (built)")
+    ap.add_argument("--formats", default="doc-v2,doc-v3-embedded,doc-v3",
+                    help="doc-v2 (today), doc-v3-embedded (context line embedded too), doc-v3 (shipped)")
     ap.add_argument("--quick", action="store_true", help="120 questions, a small grid")
     args = ap.parse_args(argv)
     started, load0 = time.perf_counter(), loadavg()
@@ -123,7 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def col(key: str) -> str:
         m, f = key.split(" ")
-        return f"`{m.split('/')[-1]}` {f}{' (context)' if f != 'doc-v2' else ' (today)'}"
+        what = {"doc-v2": "today", "doc-v3-embedded": "context, embedded too", "doc-v3": "context, keyword only"}
+        return f"`{m.split('/')[-1]}` {f} ({what.get(f, f)})"
 
     head = ["", *[col(k) for k in keys]]
     rows = [["hybrid R@10, leave-one-conversation-out (headline)", *[f"**{res[k]['cv_r10']:.1f}**" for k in keys]],
