@@ -11,7 +11,10 @@ Variants (what is embedded and indexed for BM25):
 - ``plain``: the line as the pipeline embeds it today (``speaker: text [shares a photo: …]``);
 - ``prev``: the previous line of the same session, then the line (the question an answer
   replies to);
-- ``date``: ``session date: 8 May 2023`` then the line.
+- ``date``: ``session date: 8 May 2023`` then the line;
+- ``ctxN``: the shipped context line (``indexer.core.documents.turn_context`` capped at N
+  characters) before the line; ``+date`` after a variant adds the date line;
+- ``A@vB``: BM25 over variant A's text, the vectors of variant B's (e.g. ``ctx200@vplain``).
 
 Query rewrites (BM25 side only): ``asis``; ``content`` (stop words and question words
 dropped, so FTS5's OR of terms is not diluted by them).
@@ -50,8 +53,7 @@ def variant_texts(lines, variant: str) -> list[str]:
     ``ctxN`` (the shipped context line, :func:`indexer.core.documents.turn_context`, capped at N
     characters), ``date``; ``+date`` after any of them adds the session date."""
     from bench.locomo import turn_text
-    from indexer.core.chunking import embedding_text
-    from indexer.core.documents import CONTEXT_LABEL, turn_context
+    from indexer.core.documents import turn_context
     from ledger.rows import MessageRow
 
     base, _, extra = variant.partition("+")
@@ -66,7 +68,7 @@ def variant_texts(lines, variant: str) -> list[str]:
         elif base.startswith("ctx") and before is not None:
             msg = MessageRow("m", "t", "user", turn_text(before), len(turn_text(before)), 0)
             ctx = turn_context([msg], redact=str, max_message_bytes=1 << 20, max_chars=int(base[3:]))
-            t = embedding_text(f"{CONTEXT_LABEL}{ctx}\n\n{t}") if ctx else t
+            t = f"{ctx}\n\n{t}" if ctx else t  # the line without its label, as the stages would see it
         if base == "date" or extra == "date":
             day = dt.datetime.fromtimestamp(ln.ts_ms / 1000, tz=dt.UTC)
             t = f"session date: {day.day} {day:%B %Y}\n" + t
@@ -114,9 +116,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     per_cat: dict[str, dict[int, list[float]]] = {}
     load0 = loadavg()
     for variant in args.variants.split(","):
-        texts = variant_texts(lines, variant)
+        # ``A@vB``: BM25 over variant A's text, vectors of variant B's (context for one stage only)
+        fts_variant, _, vec_variant = variant.partition("@v")
+        texts = variant_texts(lines, fts_variant)
         with Timer() as t:
-            dv = cached.embed(texts)
+            dv = cached.embed(variant_texts(lines, vec_variant) if vec_variant else texts)
         log(f"{variant}: {len(texts)} texts embedded in {t.seconds:.0f} s")
         db = sqlite3.connect(":memory:")
         db.execute("CREATE VIRTUAL TABLE t USING fts5(body, sample UNINDEXED)")
