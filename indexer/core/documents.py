@@ -192,11 +192,12 @@ def turn_document(
     # Redacted as one text: a secret that a rule recognises in one message
     # is masked wherever it recurs in the turn, in the other message too.
     context = turn_context(previous, redact=redact, max_message_bytes=max_message_bytes) if previous else None
+    line, body = "", ""
     if context:
         # The context and the turn redacted as one text as well: a value a rule finds in this
         # turn is masked where it recurs in the context (the context alone is one line).
         line, _, body = redact(f"{CONTEXT_LABEL}{context}\n\n{raw[0]}").partition("\n\n")
-    else:
+    if not line.startswith(CONTEXT_LABEL) or not body:  # no context (or a redactor that changed the layout)
         line, body = "", redact(raw[0])
     doc = _assemble(persona, label, turn, DocKind.TURN, body, redact, turn.model, turn.provider, line)
     return replace(doc, truncated_bytes=raw[1]) if raw[1] else doc
