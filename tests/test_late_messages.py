@@ -313,7 +313,8 @@ def test_the_newest_message_deleted_after_a_backfill_keeps_an_older_checkpoint(w
         summary = sync_once(ix)
     assert summary.personas["atlas"].mode == "tail"
     assert not [e for e in logs if e["log_level"] == "warning"]
-    assert body(ix, turns[-1], session="s2") == "User: question 11\n\nAssistant: answer 11, corrected"
+    assert body(ix, turns[-1], session="s2") == \
+        "Previous: question 8\n\nUser: question 11\n\nAssistant: answer 11, corrected"
 
 
 def test_checkpoints_stay_spread_out_so_a_few_deleted_rows_never_force_a_backfill(writer, ix):
@@ -397,7 +398,7 @@ def test_a_mark_of_an_earlier_layout_is_converted_in_every_persona_and_still_hol
     reopen_at_schema_6_with_marks(ix, {"atlas": old, "retired": old})  # "retired": a persona no longer synced
     turn = writer.turn("main", user="and staging?", assistant="us-east-2")
     sync_once(ix)
-    assert body(ix, turn) == "User: and staging?\n\nAssistant: us-east-2"
+    assert body(ix, turn) == "Previous: which region hosts prod?\n\nUser: and staging?\n\nAssistant: us-east-2"
     assert ix.state.backfill_due("atlas") is None
     for persona in ("atlas", "retired"):
         stored = ix.state.late_mark(persona)

@@ -128,6 +128,22 @@ def test_sync_passes_the_previous_turn_also_on_a_tail_pass(writer, config):
     assert "\nPrevious: And the instance size?\n\nUser: Budget?" in exported(config, "main", fourth)
 
 
+def test_a_forks_first_turn_carries_no_words_of_the_session_it_was_forked_from(writer, config):
+    """The turn before a fork's first own turn is its parent session's (maybe a private one's):
+    the context line never crosses that line; the fork's later turns have theirs."""
+    point = writer.turn("main", user="the zanzibarplum launch codes", assistant="noted")
+    writer.fork("side", point)
+    first = writer.turn("side", user="something else entirely", assistant="ok")
+    second = writer.turn("side", user="and then?", assistant="done")
+    ix = indexer(config)
+    try:
+        sync_once(ix)
+    finally:
+        ix.close()
+    assert "zanzibarplum" not in exported(config, "side", first) and "Previous:" not in exported(config, "side", first)
+    assert "Previous: something else entirely" in exported(config, "side", second)
+
+
 def test_a_value_named_later_is_masked_in_the_next_turns_context(writer, config):
     early = writer.turn("main", user=f"use {VPN} for the vpn", assistant="ok")
     after = writer.turn("main", user="and the office wifi?", assistant="guest network")

@@ -166,9 +166,14 @@ def build_sessions(
         placed = positions.setdefault(label, {})
         placed.update({t: i for t, i in turn_positions(reader, [t for t in wanted.get(label, ()) if t not in placed]).items()})
     # The turn before each one built (its document opens with that turn's first words:
-    # indexer.core.documents.turn_context), read with the others when a tail left it out.
+    # indexer.core.documents.turn_context), read with the others when a tail left it out; only a
+    # turn the session said itself (as visibility.own_turns): a fork's first turn never carries
+    # words of the session it was forked from, which may be private.
     before = {label: dict(zip(anc[1:], anc)) for label, anc in histories.items()}
     rows.read({b for label, ids in wanted.items() for t in ids if (b := before.get(label, {}).get(t))})
+    created = {s.label: s.created_at for s in sessions}
+    if missing := [lb for lb in wanted if lb not in created]:
+        created.update((r.label, r.created_at) for r in reader.sessions(labels=missing))
     for label, ids in wanted.items():
         session = by_label.get(label)
         redact = secrets.redact(persona, label) if secrets is not None else ix.redact
@@ -193,10 +198,11 @@ def build_sessions(
                                                  redact=redact, max_message_bytes=limit)
                 else:
                     b = before.get(label, {}).get(tid)
-                    finished = b is not None and rows.text(b) is not None and rows.turns[b].turn_type != "compaction"
+                    said = b is not None and rows.text(b) is not None and rows.turns[b].turn_type != "compaction" \
+                        and 0 < created.get(label, 0) <= rows.turns[b].started_at
                     result = turn_document(persona_of, label, turn, rows.messages.get(tid, []), redact=redact,
                                            max_message_bytes=limit,
-                                           previous=rows.messages.get(b, []) if finished and b else None)
+                                           previous=rows.messages.get(b, []) if said and b else None)
             except Exception as exc:  # one bad row never stops a sync
                 result = Skip(SkipReason.INVALID_ROW, label, tid, f"{type(exc).__name__}: {exc}")
             if isinstance(result, Skip):
