@@ -184,8 +184,9 @@ def turn_document(
 ) -> Document | Skip | None:
     """The document of one normal turn, a :class:`Skip` for bad data, or None
     when the turn has no user/assistant text at all (nothing to remember).
-    ``previous``: the messages of the turn before it in its session (None: it is
-    the first, or that turn is a compaction), for the context line (:func:`turn_context`)."""
+    ``previous``: the messages of the turn before it in its session, for the context line
+    (:func:`turn_context`); None when there is none to show: the first turn, one after a
+    compaction or an unfinished turn, a fork's first turn (the caller decides)."""
     raw = turn_text(messages, max_message_bytes=max_message_bytes)
     if raw is None:
         return None
