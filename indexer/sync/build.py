@@ -7,7 +7,8 @@ still pending. Pure with respect to the sinks: nothing is written here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import bisect
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 import structlog
@@ -166,14 +167,13 @@ def build_sessions(
         placed = positions.setdefault(label, {})
         placed.update({t: i for t, i in turn_positions(reader, [t for t in wanted.get(label, ()) if t not in placed]).items()})
     # The turn before each one built (its document opens with that turn's first words:
-    # indexer.core.documents.turn_context), read with the others when a tail left it out; only a
-    # turn the session said itself (as visibility.own_turns): a fork's first turn never carries
-    # words of the session it was forked from, which may be private.
+    # indexer.core.documents.turn_context), read with the others when a tail left it out. Not
+    # when a session of the persona was created between the two turns: a fork's first turn never
+    # carries words of the session it was forked from (maybe a private one), and the rule depends
+    # on the turns alone, so every fork's copy of a turn reads the same.
     before = {label: dict(zip(anc[1:], anc)) for label, anc in histories.items()}
     rows.read({b for label, ids in wanted.items() for t in ids if (b := before.get(label, {}).get(t))})
-    created = {s.label: s.created_at for s in sessions}
-    if missing := [lb for lb in wanted if lb not in created]:
-        created.update((r.label, r.created_at) for r in reader.sessions(labels=missing))
+    born = sorted(r.created_at for r in reader.sessions(persona=persona)) if wanted else []
     for label, ids in wanted.items():
         session = by_label.get(label)
         redact = secrets.redact(persona, label) if secrets is not None else ix.redact
@@ -199,7 +199,7 @@ def build_sessions(
                 else:
                     b = before.get(label, {}).get(tid)
                     said = b is not None and rows.text(b) is not None and rows.turns[b].turn_type != "compaction" \
-                        and 0 < created.get(label, 0) <= rows.turns[b].started_at
+                        and _one_speaker(born, rows.turns[b].started_at, turn.started_at)
                     result = turn_document(persona_of, label, turn, rows.messages.get(tid, []), redact=redact,
                                            max_message_bytes=limit,
                                            previous=rows.messages.get(b, []) if said and b else None)
@@ -215,3 +215,12 @@ def build_sessions(
     # Read in the caller's snapshot, with the rows the skips were decided on.
     out.fingerprints = reader.turn_fingerprints(s.turn_id for s in out.skips if s.turn_id)
     return out
+
+
+def _one_speaker(born: Sequence[int], previous_ms: int, this_ms: int) -> bool:
+    """No session was created (a fork included) after the previous turn started and by the time this
+    one started, so both were said by the same session; unknown times: not known to be."""
+    if not previous_ms or not this_ms or previous_ms > this_ms:
+        return False
+    i = bisect.bisect_right(born, previous_ms)
+    return i == len(born) or born[i] > this_ms
