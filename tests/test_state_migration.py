@@ -90,7 +90,7 @@ def test_every_fact_of_schema_6_reads_back_from_its_table(install):
         again.close()
 
 
-def test_the_first_pass_after_the_upgrade_goes_on_from_where_schema_6_left_off(install):
+def test_the_first_pass_after_the_upgrade_goes_on_from_where_schema_6_left_off(install, monkeypatch):
     export = install / "export"
     for persona in ("atlas", "bob"):  # the export folders exist (else the pass rebuilds a lost sink)
         (export / persona).mkdir(parents=True)
@@ -99,6 +99,8 @@ def test_the_first_pass_after_the_upgrade_goes_on_from_where_schema_6_left_off(i
         "index": {"dir": str(install / "index"), "sinks": ["qmd"]}})
     # The ruleset version the fixture's build recorded: a newer ruleset rebuilds every persona once
     # (as it should), which is not what this test is about.
+    # Likewise the document format it recorded (doc-v3, the context line, rebuilds once).
+    monkeypatch.setattr("indexer.sync.context.DOCUMENT_FORMAT_VERSION", "doc-v2")
     ix = Indexer(config, sinks=[QmdExporter(export)])
     ix.redaction_version = FIXTURE_REDACTION
     try:
