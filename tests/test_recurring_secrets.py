@@ -299,7 +299,9 @@ def test_a_new_fork_in_a_large_family_reads_the_family_once_not_per_member(write
         cold = len(calls)
     finally:
         ix.close()
-    assert warm <= 3 and cold <= 4, (warm, cold)  # the pass's own reads, plus one for the family
+    # the pass's own reads, plus one for the family, plus one per build for the sessions' creation
+    # times (indexer.sync.build: no context line across a fork)
+    assert warm <= 4 and cold <= 5, (warm, cold)
     assert holding(config, VPN) == []
 
 
