@@ -8,7 +8,7 @@ still pending. Pure with respect to the sinks: nothing is written here.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import structlog
