@@ -96,7 +96,7 @@ def run_one(bench: Bench, quick: bool) -> dict:
 
 #: Sections of RESULTS.md in this order; records of other names (results measured by a benchmark's
 #: options or by hand, see bench/README.md) follow by name.
-ORDER = ("redaction", "redaction_eval", "redaction_ab", "recurring_cost", "locomo", "recall_models", "latency", "ann",
+ORDER = ("redaction", "redaction_eval", "redaction_ab", "recurring_cost", "locomo", "recall_models", "recall_context", "latency", "ann",
          "sync_throughput", "noop_pass", "noop_pass_redesign", "fold_cost", "daemon", "daemon_api", "daemon_memory", "embed_memory",
          "kill_campaign", "cli_latency", "mcp_latency", "objectstore", "objectstore_readers",
          "objectstore_maint")
