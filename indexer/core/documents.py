@@ -163,7 +163,11 @@ def turn_context(previous: Sequence[MessageRow], *, redact: Redact, max_message_
     raw = turn_text(previous, max_message_bytes=max_message_bytes)
     if raw is None:
         return None
-    blocks = _NEXT_BLOCK.split(redact(raw[0]))
+    try:
+        redacted = redact(raw[0])
+    except ValueError:  # the redactor refused the previous turn (too costly): it is a bad row, no line
+        return None
+    blocks = _NEXT_BLOCK.split(redacted)
     first = next((b for b in blocks if b.startswith("User: ")), blocks[0])
     words = " ".join(_BLOCK.sub("", first, count=1).split())  # one line: it cannot forge a block
     if len(words) > max_chars:
@@ -197,7 +201,10 @@ def turn_document(
     if context:
         # The context and the turn redacted as one text as well: a value a rule finds in this
         # turn is masked where it recurs in the context (the context alone is one line).
-        line, _, body = redact(f"{CONTEXT_LABEL}{context}\n\n{raw[0]}").partition("\n\n")
+        try:
+            line, _, body = redact(f"{CONTEXT_LABEL}{context}\n\n{raw[0]}").partition("\n\n")
+        except ValueError:  # refused together: the turn alone decides (a bad row if it is refused too)
+            line, body = "", ""
     if not line.startswith(CONTEXT_LABEL) or not body:  # no context (or a redactor that changed the layout)
         line, body = "", redact(raw[0])
     doc = _assemble(persona, label, turn, DocKind.TURN, body, redact, turn.model, turn.provider, line)
