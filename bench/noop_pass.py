@@ -118,8 +118,15 @@ def write_ledger(path: Path, n_turns: int) -> None:
 
 def corpus(size: str) -> dict:
     """The ledger and its index for ``size`` (built once, then reused)."""
+    from indexer.core.build import DOCUMENT_FORMAT_VERSION
+    from indexer.core.chunking import CHUNKING_VERSION
+    from redaction import REDACTION_VERSION
+
     n = SIZES[size]
-    key = sha256_json({"v": CORPUS_VERSION, "n": n, "tps": TURNS_PER_SESSION})[:12]
+    # What the index is built with belongs in the key: a cached index of another document format or
+    # ruleset would make the first "no-op" pass a rebuild.
+    key = sha256_json({"v": CORPUS_VERSION, "n": n, "tps": TURNS_PER_SESSION, "doc": DOCUMENT_FORMAT_VERSION,
+                       "chunking": CHUNKING_VERSION, "redaction": REDACTION_VERSION})[:12]
     root = OUT / "noop-index" / f"{size}-{key}"
     with file_lock(OUT / "noop-index" / f".lock-{size}"):
         done = root / "built.json"
