@@ -3,7 +3,7 @@ live one, and no search in between comes back empty or compares vectors of two m
 
 from __future__ import annotations
 
-import threading
+from searching import searching_throughout
 
 from indexer.embedding import e5_files, model_files
 from indexer.embedding.factory import make_embedder
@@ -51,22 +51,12 @@ def test_a_model_change_rebuilds_without_an_empty_search(tmp_path, writer, ledge
         assert vector_only.results and [w.code for w in vector_only.warnings] == ["model_changed"]
 
         # the daemon's next pass with the new model rebuilds; searches keep answering throughout
-        answers: list[int] = []
-        done = threading.Event()
-
-        def keep_searching() -> None:
-            while not done.is_set():
-                answers.append(len(searcher.search(ask).results))
-
-        t = threading.Thread(target=keep_searching)
-        t.start()
-        ix = _indexer(new)
-        try:
-            summary = sync_once(ix)
-        finally:
-            done.set()
-            t.join()
-            ix.close()
+        with searching_throughout(searcher, ask) as answers:
+            ix = _indexer(new)
+            try:
+                summary = sync_once(ix)
+            finally:
+                ix.close()
         assert summary.documents_written == len(TOPICS) * 6  # every turn re-embedded with e5
         assert answers and min(answers) > 0, answers
 

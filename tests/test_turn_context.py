@@ -6,11 +6,11 @@ in between comes back empty. Real WAL ledger, the real redactor, real LanceDB an
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import pytest
 from fake_embedder import FakeEmbedder
+from searching import searching_throughout
 
 from indexer.core import build as core_build
 from indexer.core import documents
@@ -178,22 +178,12 @@ def test_the_format_upgrade_rebuilds_beside_the_live_index_without_an_empty_sear
     ask = SearchRequest(query="topic 7 plan", persona="atlas", max_results=5, mode="keyword")
     try:
         assert searcher.search(ask).results
-        answers: list[int] = []
-        done = threading.Event()
-
-        def keep_searching() -> None:
-            while not done.is_set():
-                answers.append(len(searcher.search(ask).results))
-
-        t = threading.Thread(target=keep_searching)
-        t.start()
-        ix = indexer(config)
-        try:
-            summary = sync_once(ix)
-        finally:
-            done.set()
-            t.join()
-            ix.close()
+        with searching_throughout(searcher, ask) as answers:
+            ix = indexer(config)
+            try:
+                summary = sync_once(ix)
+            finally:
+                ix.close()
         assert summary.personas["atlas"].mode == "rebuild" and summary.documents_written == 12
         assert answers and min(answers) > 0, answers
         found = searcher.search(SearchRequest(query="what about topic 6", persona="atlas", max_results=10,
